@@ -1,0 +1,1 @@
+"""The Corpus stores nothing of its own: it searches memory's index."""

@@ -1,0 +1,1 @@
+"""Summaries, tiers and the recall log arrive with the memory issues."""

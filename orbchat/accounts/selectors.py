@@ -1,0 +1,16 @@
+"""Reads of accounts."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from orbchat.accounts.models import User
+
+
+def setup_required() -> bool:
+    """Return True while no account exists: every page then leads to first-run setup."""
+    return not User.objects.exists()
+
+
+def user_list() -> QuerySet[User]:
+    return User.objects.order_by("username")

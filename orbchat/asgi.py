@@ -1,0 +1,27 @@
+"""ASGI entry point: Django views over HTTP and the Channels websocket routes."""
+
+from __future__ import annotations
+
+import os
+
+from orbchat import env
+
+env.apply_offline_defaults()
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbchat.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from orbchat.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

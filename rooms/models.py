@@ -1,0 +1,1 @@
+"""Rooms, seats, members, messages and variants arrive with the chats issue."""

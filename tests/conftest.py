@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from orbchat import env
+from tests import services
+from tests.fakes.llm import FakeLLM
+
+
+@pytest.fixture(scope="session")
+def service_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("services")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_services(service_dir):
+    """Start Redis and Chroma for the whole run and point the settings at them."""
+    started = []
+    redis_url = os.environ.get("REDIS_URL")
+    if redis_url:
+        import redis
+
+        redis.Redis.from_url(redis_url).flushdb()  # CI gives this run a database of its own
+    else:
+        process, redis_url = services.start_redis(service_dir)
+        started.append(process)
+    chroma_url = os.environ.get("CHROMA_URL")
+    if not chroma_url:
+        process, chroma_url = services.start_chroma(service_dir)
+        started.append(process)
+
+    settings.REDIS_URL = redis_url
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": redis_url}]
+    settings.CELERY_BROKER_URL = env.celery_broker_url(redis_url)
+    settings.CHROMA_URL = chroma_url
+    from orbchat.celery import app
+
+    app.conf.broker_url = settings.CELERY_BROKER_URL
+    yield {"redis": redis_url, "chroma": chroma_url}
+    for process in reversed(started):
+        process.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def static_files():
+    """Collect static files as a deployment does; the manifest storage needs them."""
+    from django.core.management import call_command
+
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
+@pytest.fixture(scope="session")
+def child_env(real_services, django_db_setup, django_db_blocker) -> dict[str, str]:
+    """Environment for child processes (worker, web) so they share the test database."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        db = connection.settings_dict
+        if db["ENGINE"].endswith("sqlite3"):
+            database_url = f"sqlite:///{db['NAME']}"
+        else:
+            auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+            database_url = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": real_services["redis"],
+        "CHROMA_URL": real_services["chroma"],
+        "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
+        "SECRET_KEY": settings.SECRET_KEY,
+    }
+
+
+@pytest.fixture(scope="session")
+def celery_worker(service_dir, child_env):
+    """A real Celery worker process on the test broker and database."""
+    process = services.start_worker(service_dir, child_env)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def live_site(service_dir, child_env):
+    """A real daphne server (HTTP + websockets) on the test database; its base URL."""
+    process, url = services.start_web(service_dir, child_env)
+    yield url
+    process.stop()
+
+
+@pytest.fixture
+def fake_llm():
+    with FakeLLM() as server:
+        yield server

@@ -1,0 +1,18 @@
+"""Factory functions for test data, built through the same services the app uses."""
+
+from __future__ import annotations
+
+from orbchat.accounts import services
+from orbchat.accounts.models import User
+
+PASSWORD = "a long test passphrase"
+
+
+def make_owner(*, username: str = "owner", password: str = PASSWORD) -> User:
+    return services.owner_create(username=username, password=password)
+
+
+def make_user(
+    *, actor: User, username: str = "member", role: str = User.Role.USER, password: str = PASSWORD
+) -> User:
+    return services.user_create(actor=actor, username=username, password=password, role=role)

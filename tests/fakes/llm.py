@@ -1,0 +1,251 @@
+"""A fake LLM provider: a real local HTTP server speaking OpenAI's chat-completions wire format.
+
+It is the only fake in the test suite. Tests script its replies and inject faults; OrbChat
+reaches it through litellm exactly as it reaches a real provider (`openai/<model>` with
+`api_base` set to `server.base_url`).
+
+    with FakeLLM() as llm:
+        llm.script(Reply("Hello there."), Reply(status=429))
+        ...
+
+Faults: an HTTP error status with an OpenAI-style error body, slow tokens (`token_delay`),
+a slow start (`first_token_delay`), and a stream cut mid-way (`cut_after` tokens, then the
+connection closes without the final chunk or `[DONE]`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ERROR_TYPES = {
+    400: ("invalid_request_error", "Bad request."),
+    401: ("invalid_request_error", "Incorrect API key provided."),
+    404: ("invalid_request_error", "The model does not exist."),
+    429: ("rate_limit_exceeded", "Rate limit reached. Please try again in 20s."),
+    500: ("server_error", "The server had an error while processing your request."),
+    503: ("server_error", "The engine is currently overloaded."),
+}
+
+
+@dataclass
+class Reply:
+    """One scripted answer. With `status`, the request fails with that HTTP status instead."""
+
+    text: str = "OK."
+    status: int | None = None
+    error_message: str | None = None
+    token_delay: float = 0.0
+    first_token_delay: float = 0.0
+    cut_after: int | None = None
+    finish_reason: str = "stop"
+
+    def tokens(self) -> list[str]:
+        return re.findall(r"\s*\S+", self.text) or [""]
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict = field(default_factory=dict)
+
+
+class FakeLLM:
+    """The server; start it with `with FakeLLM() as llm` or `start()` / `stop()`."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, default: Reply | None = None) -> None:
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self.default = default or Reply()
+        self.requests: list[Received] = []
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies; each request takes the next one, then the default."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def next_reply(self) -> Reply:
+        with self._lock:
+            return self._script.popleft() if self._script else self.default
+
+    def record(self, received: Received) -> None:
+        with self._lock:
+            self.requests.append(received)
+
+    def start(self) -> FakeLLM:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(_Handler):
+            server_fake = fake
+
+        return Handler
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_fake: FakeLLM
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        else:
+            self._json(404, {"error": {"message": f"No route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._json(400, {"error": {"message": "Body is not JSON.", "type": "invalid_request_error"}})
+            return
+        fake = self.server_fake
+        fake.record(
+            Received(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body=body)
+        )
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._json(404, {"error": {"message": f"No route {self.path}", "type": "not_found"}})
+            return
+        reply = fake.next_reply()
+        if reply.status:
+            kind, message = ERROR_TYPES.get(reply.status, ("server_error", "Error."))
+            error = {"message": reply.error_message or message, "type": kind, "code": reply.status}
+            self._json(reply.status, {"error": error})
+            return
+        if reply.first_token_delay:
+            time.sleep(reply.first_token_delay)
+        if body.get("stream"):
+            self._stream(body, reply)
+        else:
+            self._complete(body, reply)
+
+    def _json(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    @staticmethod
+    def _usage(body: dict, completion_tokens: int) -> dict:
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+
+    def _complete(self, body: dict, reply: Reply) -> None:
+        tokens = reply.tokens()
+        if reply.token_delay:
+            time.sleep(reply.token_delay * len(tokens))
+        self._json(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "fake-model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply.text},
+                        "finish_reason": reply.finish_reason,
+                    }
+                ],
+                "usage": self._usage(body, len(tokens)),
+            },
+        )
+
+    def _stream(self, body: dict, reply: Reply) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        ident = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        model = body.get("model", "fake-model")
+
+        def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> None:
+            payload = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            if usage is not None:
+                payload["usage"] = usage
+            self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+            self.wfile.flush()
+
+        tokens = reply.tokens()
+        try:
+            for index, token in enumerate(tokens):
+                if reply.cut_after is not None and index >= reply.cut_after:
+                    self.close_connection = True
+                    return  # the connection drops: no final chunk, no [DONE]
+                if reply.token_delay and index:
+                    time.sleep(reply.token_delay)
+                delta = {"content": token}
+                if index == 0:
+                    delta["role"] = "assistant"
+                chunk(delta)
+            include_usage = (body.get("stream_options") or {}).get("include_usage")
+            chunk({}, reply.finish_reason, self._usage(body, len(tokens)) if include_usage else None)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (e.g. Stop): nothing more to send
+        self.close_connection = True
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve the fake OpenAI-compatible provider.")
+    parser.add_argument("--port", type=int, default=5055)
+    parser.add_argument("--reply", default="Hello from the fake provider.")
+    parser.add_argument("--token-delay", type=float, default=0.05)
+    args = parser.parse_args()
+    server = FakeLLM(port=args.port, default=Reply(args.reply, token_delay=args.token_delay))
+    print(f"fake provider at {server.base_url}", flush=True)
+    server.start()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()

@@ -1,0 +1,80 @@
+"""The fake provider, driven through litellm as OrbChat drives a real one."""
+
+from __future__ import annotations
+
+import litellm
+import pytest
+
+from tests.fakes.llm import Reply
+
+
+def call(fake_llm, **kwargs):
+    return litellm.completion(
+        model="openai/fake-model",
+        api_base=fake_llm.base_url,
+        api_key="sk-test",
+        messages=[{"role": "user", "content": "Hello?"}],
+        num_retries=0,
+        timeout=5,
+        **kwargs,
+    )
+
+
+def test_non_streaming_reply(fake_llm):
+    fake_llm.script(Reply("The tavern is quiet tonight."))
+    response = call(fake_llm)
+    assert response.choices[0].message.content == "The tavern is quiet tonight."
+    assert response.choices[0].finish_reason == "stop"
+    assert fake_llm.requests[0].body["messages"] == [{"role": "user", "content": "Hello?"}]
+    assert fake_llm.requests[0].headers["authorization"] == "Bearer sk-test"
+
+
+def test_streaming_reply_arrives_token_by_token(fake_llm):
+    fake_llm.script(Reply("She draws her sword and waits."))
+    chunks = [c.choices[0].delta.content or "" for c in call(fake_llm, stream=True)]
+    assert "".join(chunks) == "She draws her sword and waits."
+    assert len([c for c in chunks if c]) == 6
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (401, litellm.AuthenticationError),
+        (429, litellm.RateLimitError),
+        (500, litellm.InternalServerError),
+    ],
+)
+def test_http_faults_reach_the_client_as_provider_errors(fake_llm, status, error):
+    fake_llm.script(Reply(status=status))
+    with pytest.raises(error):
+        call(fake_llm)
+
+
+def test_slow_tokens_trip_the_client_timeout(fake_llm):
+    fake_llm.script(Reply("too slow", first_token_delay=3))
+    with pytest.raises(litellm.Timeout):
+        litellm.completion(
+            model="openai/fake-model",
+            api_base=fake_llm.base_url,
+            api_key="sk-test",
+            messages=[{"role": "user", "content": "Hello?"}],
+            num_retries=0,
+            timeout=0.5,
+        )
+
+
+def test_a_stream_cut_midway_delivers_only_the_first_tokens(fake_llm):
+    fake_llm.script(Reply("one two three four five six", cut_after=2))
+    received = []
+    try:
+        for chunk in call(fake_llm, stream=True):
+            received.append(chunk.choices[0].delta.content or "")
+    except Exception:  # noqa: BLE001 - litellm may or may not raise on a dropped stream
+        pass
+    assert "".join(received) == "one two"
+
+
+def test_scripted_replies_run_in_order_then_the_default(fake_llm):
+    fake_llm.script(Reply("first"), Reply("second"))
+    texts = [call(fake_llm).choices[0].message.content for _ in range(3)]
+    assert texts == ["first", "second", "OK."]
