@@ -11,8 +11,9 @@ CHROMIUM ?= /usr/bin/chromium
 run: install
 	$(BIN)/python -m orbchat.run
 
+# Tests keep their data (test database, collected static files) apart from `make run`'s.
 test: install browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	ORBCHAT_DATA_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 install: $(STAMP)
 
