@@ -28,6 +28,8 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "orbchat.accounts",
+    "orbchat.library",
+    "orbchat.connections",
     "rooms",
     "memory",
     "corpus",
@@ -110,6 +112,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.get_bool("SECURE_COOKIES")
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# Largest upload (cards, world books, presets, chats) in megabytes.
+MAX_UPLOAD_MB = env.get_int("MAX_UPLOAD_MB", 20)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_MB * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # --- Services -------------------------------------------------------------------------------
 REDIS_URL = env.redis_url()

@@ -9,6 +9,8 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("", include("orbchat.accounts.urls")),
+    path("", include("orbchat.library.urls")),
+    path("", include("orbchat.connections.urls")),
     path("admin/", admin.site.urls),
     *[
         path(f"{section}/", views.coming_soon, {"section": section}, name=section)

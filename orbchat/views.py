@@ -9,10 +9,6 @@ from orbchat import health
 
 # Sections whose pages land with later issues; each says so instead of pretending.
 COMING_SOON = {
-    "characters": "Characters",
-    "personas": "Personas",
-    "presets": "Presets",
-    "worldbooks": "World books",
     "corpus": "Corpus",
 }
 

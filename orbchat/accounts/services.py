@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
 from orbchat.accounts.models import User
+from orbchat.library import services as library_services
 
 
 class SetupAlreadyDone(Exception):
@@ -19,7 +20,7 @@ def owner_create(*, username: str, password: str) -> User:
         raise SetupAlreadyDone
     try:
         with transaction.atomic():
-            return User.objects.create_user(
+            owner = User.objects.create_user(
                 username=username,
                 password=password,
                 role=User.Role.OWNER,
@@ -28,6 +29,8 @@ def owner_create(*, username: str, password: str) -> User:
             )
     except IntegrityError as exc:  # a second setup racing this one got there first
         raise SetupAlreadyDone from exc
+    library_services.starter_pack_install(owner=owner)
+    return owner
 
 
 @transaction.atomic
@@ -41,7 +44,9 @@ def user_create(*, actor: User, username: str, password: str, role: str) -> User
         raise PermissionDenied("Only the owner can create admins.")
     if User.objects.filter(username__iexact=username).exists():
         raise ValidationError(f"The username {username!r} is taken.")
-    return User.objects.create_user(username=username, password=password, role=role)
+    user = User.objects.create_user(username=username, password=password, role=role)
+    library_services.starter_pack_install(owner=user)
+    return user
 
 
 @transaction.atomic

@@ -1,0 +1,131 @@
+"""Writes to a user's model connections and roles. API keys are stored encrypted only."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from orbchat.accounts.models import User
+from orbchat.connections import secrets
+from orbchat.connections.models import Connection, ModelRoles
+
+# Provider -> (litellm prefix, default API base, does it need a key)
+PROVIDERS: dict[str, tuple[str, str, bool]] = {
+    Connection.Provider.OPENAI: ("openai/", "", True),
+    Connection.Provider.ANTHROPIC: ("anthropic/", "", True),
+    Connection.Provider.OPENROUTER: ("openrouter/", "", True),
+    Connection.Provider.GEMINI: ("gemini/", "", True),
+    Connection.Provider.OLLAMA: ("ollama/", "http://127.0.0.1:11434", False),
+    Connection.Provider.LOCAL: ("openai/", "http://127.0.0.1:5001/v1", False),
+    Connection.Provider.OTHER: ("", "", False),
+}
+
+
+def litellm_model(provider: str, model: str) -> str:
+    """Prefix a bare model name with the provider's litellm route (`gpt-4o` -> `openai/gpt-4o`)."""
+    model = model.strip()
+    prefix = PROVIDERS.get(provider, ("", "", False))[0]
+    if prefix and not model.startswith(prefix):
+        return prefix + model
+    return model
+
+
+def _validate(provider: str, model: str, api_base: str) -> None:
+    if not model.strip():
+        raise ValidationError("Name the model, e.g. gpt-4o-mini.")
+    if provider == Connection.Provider.LOCAL and not api_base:
+        raise ValidationError("A local OpenAI-compatible server needs its API base URL.")
+
+
+@transaction.atomic
+def connection_create(
+    *,
+    owner: User,
+    name: str,
+    provider: str,
+    model: str,
+    api_base: str = "",
+    api_key: str = "",
+    extra_params: dict | None = None,
+    context_size: int | None = None,
+) -> Connection:
+    _validate(provider, model, api_base)
+    connection = Connection.objects.create(
+        owner=owner,
+        name=name or model,
+        provider=provider,
+        model=litellm_model(provider, model),
+        api_base=api_base,
+        api_key_encrypted=secrets.encrypt(api_key.strip()),
+        extra_params=extra_params or {},
+        context_size=context_size,
+    )
+    roles = model_roles_get(user=owner)
+    if roles.chat_id is None:  # the first connection becomes the Chat model
+        roles.chat = connection
+        roles.save(update_fields=["chat"])
+    return connection
+
+
+@transaction.atomic
+def connection_update(
+    *,
+    connection: Connection,
+    name: str,
+    provider: str,
+    model: str,
+    api_base: str = "",
+    api_key: str = "",
+    clear_api_key: bool = False,
+    extra_params: dict | None = None,
+    context_size: int | None = None,
+) -> Connection:
+    """Update a connection; an empty api_key keeps the saved one unless clear_api_key."""
+    _validate(provider, model, api_base)
+    connection.name = name or model
+    connection.provider = provider
+    connection.model = litellm_model(provider, model)
+    connection.api_base = api_base
+    connection.extra_params = extra_params or {}
+    connection.context_size = context_size
+    if clear_api_key:
+        connection.api_key_encrypted = ""
+    elif api_key.strip():
+        connection.api_key_encrypted = secrets.encrypt(api_key.strip())
+    connection.save()
+    return connection
+
+
+@transaction.atomic
+def connection_delete(*, connection: Connection) -> None:
+    connection.delete()
+
+
+def model_roles_get(*, user: User) -> ModelRoles:
+    roles, _ = ModelRoles.objects.get_or_create(user=user)
+    return roles
+
+
+@transaction.atomic
+def model_roles_update(
+    *,
+    user: User,
+    chat: Connection | None,
+    utility: Connection | None,
+    embedding: Connection | None,
+    rerank_kind: str,
+    rerank: Connection | None = None,
+    rerank_local_path: str = "",
+) -> ModelRoles:
+    for connection in (chat, utility, embedding, rerank):
+        if connection is not None and connection.owner_id != user.pk:
+            raise ValidationError("That connection is not yours.")
+    if rerank_kind == ModelRoles.Rerank.REMOTE and rerank is None:
+        raise ValidationError("Remote rerank needs a connection.")
+    if rerank_kind == ModelRoles.Rerank.LOCAL and not rerank_local_path.strip():
+        raise ValidationError("A local CrossEncoder needs the path of its model folder.")
+    roles = model_roles_get(user=user)
+    roles.chat, roles.utility, roles.embedding = chat, utility, embedding
+    roles.rerank_kind, roles.rerank, roles.rerank_local_path = rerank_kind, rerank, rerank_local_path.strip()
+    roles.save()
+    return roles

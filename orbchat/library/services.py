@@ -1,0 +1,431 @@
+"""Writes to a user's library. Imports validate everything before saving anything."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+from orbchat.accounts.models import User
+from orbchat.interop import cards, png
+from orbchat.interop import presets as st_presets
+from orbchat.interop import worldbooks as st_worldbooks
+from orbchat.interop.errors import InteropError
+from orbchat.library import images, presets
+from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldEntry
+
+CARD_FIELDS = (
+    "name",
+    "description",
+    "personality",
+    "scenario",
+    "first_mes",
+    "mes_example",
+    "creator_notes",
+    "system_prompt",
+    "post_history_instructions",
+    "alternate_greetings",
+    "tags",
+    "creator",
+    "character_version",
+    "talkativeness",
+    "extensions",
+    "extra",
+)
+ENTRY_FIELDS = (
+    "uid",
+    "keys",
+    "secondary_keys",
+    "selective",
+    "selective_logic",
+    "comment",
+    "content",
+    "constant",
+    "enabled",
+    "order",
+    "probability",
+    "use_probability",
+    "position",
+    "depth",
+    "role",
+    "group",
+    "group_override",
+    "group_weight",
+    "use_group_scoring",
+    "prevent_recursion",
+    "exclude_recursion",
+    "delay_until_recursion",
+    "scan_depth",
+    "case_sensitive",
+    "match_whole_words",
+    "sticky",
+    "cooldown",
+    "delay",
+    "extra",
+)
+SAMPLER_FIELDS = tuple(presets.DEFAULT_SAMPLERS)
+
+
+class ImportRefused(Exception):
+    """A file could not be imported; the message names the file and the problem."""
+
+
+def max_upload_bytes() -> int:
+    return settings.MAX_UPLOAD_MB * 1024 * 1024
+
+
+# --- Characters -------------------------------------------------------------------------------
+
+
+def _apply_card(character: Character, card: dict) -> None:
+    limit = Character._meta.get_field("name").max_length
+    if len(card.get("name") or "") > limit:
+        raise InteropError(f"the card's name is longer than {limit} characters")
+    for name in CARD_FIELDS:
+        if name in card:
+            setattr(character, name, copy.deepcopy(card[name]))
+    character.talkativeness = min(1.0, max(0.0, float(character.talkativeness)))
+
+
+def _avatar_file(image: bytes) -> ContentFile:
+    """Return the image as a PNG file: avatars are stored as PNG so cards can carry them."""
+    return ContentFile(images.to_png(image), name="avatar.png")
+
+
+@transaction.atomic
+def character_create(*, owner: User, card: dict, avatar: bytes | None = None) -> Character:
+    """Create a character from a normalized card; an embedded lorebook becomes an attached book."""
+    # Parse the lorebook before saving anything: a bad book refuses the whole card.
+    book = st_worldbooks.parse_character_book(card["character_book"]) if card.get("character_book") else None
+    character = Character(owner=owner)
+    _apply_card(character, card)
+    character.save()
+    if book is not None:
+        world_book = worldbook_create_from_data(
+            owner=owner, data=book, fallback_name=f"{character.name}'s lorebook"
+        )
+        character.world_books.add(world_book)
+    if avatar:
+        character.avatar.save("avatar.png", _avatar_file(avatar), save=True)
+    return character
+
+
+@transaction.atomic
+def character_update(*, character: Character, card: dict, avatar: bytes | None = None) -> Character:
+    _apply_card(character, card)
+    character.save()
+    if avatar:
+        character.avatar.save("avatar.png", _avatar_file(avatar), save=True)
+    return character
+
+
+@transaction.atomic
+def character_set_favourite(*, character: Character, favourite: bool) -> Character:
+    character.favourite = favourite
+    character.save(update_fields=["favourite", "updated_at"])
+    return character
+
+
+@transaction.atomic
+def character_duplicate(*, character: Character) -> Character:
+    card = character_to_card(character, include_book=False)
+    card["name"] = f"{character.name} (copy)"
+    avatar = character.avatar.read() if character.avatar else None
+    copy_ = character_create(owner=character.owner, card=card, avatar=avatar)
+    copy_.world_books.set(character.world_books.all())
+    return copy_
+
+
+@transaction.atomic
+def character_delete(*, character: Character) -> None:
+    if character.avatar:
+        character.avatar.delete(save=False)
+    character.delete()
+
+
+def character_to_card(character: Character, *, include_book: bool = True) -> dict:
+    """Return the normalized card of a character (the shape orbchat.interop.cards reads)."""
+    card = {name: copy.deepcopy(getattr(character, name)) for name in CARD_FIELDS}
+    card["character_book"] = None
+    if include_book:
+        book = character.world_books.order_by("pk").first()
+        if book is not None:
+            card["character_book"] = st_worldbooks.export_character_book(worldbook_to_data(book))
+    return card
+
+
+def character_export(*, character: Character, fmt: str) -> bytes:
+    card = character_to_card(character)
+    if fmt == "json":
+        return cards.export_card_json(card)
+    if fmt == "png":
+        avatar = character.avatar.read() if character.avatar else None
+        return cards.export_card_png(card, avatar)
+    raise ValueError(f"unknown card format {fmt!r}; use png or json")
+
+
+# --- Personas ---------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def persona_create(
+    *, owner: User, name: str, description: str = "", avatar: bytes | None = None, is_default: bool = False
+) -> Persona:
+    first = not owner.personas.exists()
+    persona = Persona.objects.create(owner=owner, name=name, description=description)
+    if avatar:
+        persona.avatar.save("avatar.png", _avatar_file(avatar), save=True)
+    if is_default or first:
+        persona_set_default(persona=persona)
+    return persona
+
+
+@transaction.atomic
+def persona_update(*, persona: Persona, name: str, description: str, avatar: bytes | None = None) -> Persona:
+    persona.name, persona.description = name, description
+    persona.save()
+    if avatar:
+        persona.avatar.save("avatar.png", _avatar_file(avatar), save=True)
+    return persona
+
+
+@transaction.atomic
+def persona_set_default(*, persona: Persona) -> Persona:
+    Persona.objects.filter(owner=persona.owner, is_default=True).exclude(pk=persona.pk).update(
+        is_default=False
+    )
+    persona.is_default = True
+    persona.save(update_fields=["is_default"])
+    return persona
+
+
+@transaction.atomic
+def persona_delete(*, persona: Persona) -> None:
+    was_default, owner = persona.is_default, persona.owner
+    persona.delete()
+    if was_default:
+        successor = owner.personas.first()
+        if successor:
+            persona_set_default(persona=successor)
+
+
+# --- Presets ----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def preset_create(*, owner: User, name: str, sections: list[dict] | None = None, **fields) -> Preset:
+    samplers = {**presets.DEFAULT_SAMPLERS, **{k: v for k, v in fields.items() if k in SAMPLER_FIELDS}}
+    return Preset.objects.create(
+        owner=owner,
+        name=name,
+        sections=presets.default_sections() if sections is None else sections,
+        extra=fields.get("extra", {}),
+        **samplers,
+    )
+
+
+@transaction.atomic
+def preset_default_create(*, owner: User) -> Preset:
+    return preset_create(owner=owner, name=presets.DEFAULT_PRESET_NAME)
+
+
+@transaction.atomic
+def preset_update(*, preset: Preset, **fields) -> Preset:
+    for name, value in fields.items():
+        if name in (*SAMPLER_FIELDS, "name", "sections", "memory_template"):
+            setattr(preset, name, value)
+    preset.save()
+    return preset
+
+
+@transaction.atomic
+def preset_move_section(*, preset: Preset, identifier: str, offset: int) -> Preset:
+    """Move a section up (-1) or down (+1) in the order."""
+    sections = list(preset.sections)
+    index = next((i for i, s in enumerate(sections) if s["identifier"] == identifier), None)
+    if index is None:
+        raise ValueError(f"the preset has no section {identifier!r}")
+    target = max(0, min(len(sections) - 1, index + offset))
+    sections.insert(target, sections.pop(index))
+    preset.sections = sections
+    preset.save(update_fields=["sections", "updated_at"])
+    return preset
+
+
+@transaction.atomic
+def preset_duplicate(*, preset: Preset) -> Preset:
+    fields = {name: getattr(preset, name) for name in SAMPLER_FIELDS}
+    copy_ = preset_create(
+        owner=preset.owner, name=f"{preset.name} (copy)", sections=copy.deepcopy(preset.sections), **fields
+    )
+    copy_.memory_template, copy_.extra = preset.memory_template, copy.deepcopy(preset.extra)
+    copy_.save()
+    return copy_
+
+
+@transaction.atomic
+def preset_delete(*, preset: Preset) -> None:
+    preset.delete()
+
+
+def preset_to_data(preset: Preset) -> dict:
+    return {
+        "name": preset.name,
+        "sections": copy.deepcopy(preset.sections),
+        "samplers": {name: getattr(preset, name) for name in SAMPLER_FIELDS},
+        "extra": copy.deepcopy(preset.extra),
+    }
+
+
+def preset_export(*, preset: Preset) -> bytes:
+    data = st_presets.export_chat_completion_preset(preset_to_data(preset))
+    return json.dumps(data, indent=2, ensure_ascii=False).encode()
+
+
+# --- World books ------------------------------------------------------------------------------
+
+
+def _entry(book: WorldBook, data: dict) -> WorldEntry:
+    return WorldEntry(book=book, **{name: data[name] for name in ENTRY_FIELDS if name in data})
+
+
+@transaction.atomic
+def worldbook_create_from_data(*, owner: User, data: dict, fallback_name: str = "World book") -> WorldBook:
+    """Create a book and its entries from the normalized shape of orbchat.interop.worldbooks."""
+    book = WorldBook.objects.create(
+        owner=owner, name=(data.get("name") or fallback_name)[:200], extra=data.get("extra") or {}
+    )
+    WorldEntry.objects.bulk_create(
+        [_entry(book, entry) for entry in data.get("entries", [])], batch_size=1000
+    )
+    return book
+
+
+@transaction.atomic
+def worldbook_create(*, owner: User, name: str, **settings_) -> WorldBook:
+    return WorldBook.objects.create(owner=owner, name=name, **settings_)
+
+
+@transaction.atomic
+def worldbook_update(*, book: WorldBook, **fields) -> WorldBook:
+    for name, value in fields.items():
+        setattr(book, name, value)
+    book.save()
+    return book
+
+
+@transaction.atomic
+def worldbook_delete(*, book: WorldBook) -> None:
+    book.delete()
+
+
+def worldbook_to_data(book: WorldBook) -> dict:
+    entries = [{name: copy.deepcopy(getattr(e, name)) for name in ENTRY_FIELDS} for e in book.entries.all()]
+    return {"name": book.name, "entries": entries, "extra": copy.deepcopy(book.extra)}
+
+
+def worldbook_export(*, book: WorldBook) -> bytes:
+    data = st_worldbooks.export_world_info(worldbook_to_data(book))
+    return json.dumps(data, indent=2, ensure_ascii=False).encode()
+
+
+@transaction.atomic
+def entry_save(*, book: WorldBook, data: dict, entry: WorldEntry | None = None) -> WorldEntry:
+    """Create an entry (next free uid) or update one."""
+    if entry is None:
+        last = book.entries.order_by("-uid").values_list("uid", flat=True).first()
+        entry = WorldEntry(book=book, uid=0 if last is None else last + 1)
+    for name, value in data.items():
+        if name in ENTRY_FIELDS and name != "uid":
+            setattr(entry, name, value)
+    entry.save()
+    return entry
+
+
+@transaction.atomic
+def entry_delete(*, entry: WorldEntry) -> None:
+    entry.delete()
+
+
+# --- Import of any SillyTavern file -----------------------------------------------------------
+
+
+@dataclass
+class Imported:
+    kind: str  # card, worldbook, preset
+    obj: Character | WorldBook | Preset
+    unmapped: list[str] = field(default_factory=list)
+
+
+def detect_kind(filename: str, content: bytes) -> tuple[str, object]:
+    """Return (kind, parsed) for a SillyTavern file; raise InteropError when it is none of them."""
+    if png.is_png(content):
+        return "card", cards.parse_card_png(content)
+    if Path(filename).suffix.lower() in (".png", ".webp", ".jpg", ".jpeg"):
+        raise InteropError("not a PNG image")
+    try:
+        data = json.loads(content.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise InteropError("the file is neither a PNG image nor UTF-8 JSON") from exc
+    except json.JSONDecodeError as exc:
+        raise InteropError(f"the file's JSON is invalid: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InteropError("the JSON is not an object: expected a card, a world book or a preset")
+    if st_worldbooks.is_world_info(data):
+        return "worldbook", st_worldbooks.parse_world_info(data, name=Path(filename).stem)
+    preset_kind = st_presets.detect_preset_kind(data)
+    if preset_kind == "chat":
+        return "preset", st_presets.parse_chat_completion_preset(data, name=Path(filename).stem)
+    if preset_kind == "text":
+        return "preset", st_presets.parse_text_completion_preset(data, name=Path(filename).stem)
+    if "spec" in data or "data" in data or "name" in data:
+        return "card", (cards.parse_card_json(data), None)
+    raise InteropError("this JSON is not a character card, a World Info book or a preset")
+
+
+@transaction.atomic
+def import_file(*, owner: User, filename: str, content: bytes) -> Imported:
+    """Import one SillyTavern file of any kind; raise ImportRefused naming the file and problem."""
+    limit = max_upload_bytes()
+    if len(content) > limit:
+        raise ImportRefused(f"{filename}: the file is larger than {settings.MAX_UPLOAD_MB} MB")
+    try:
+        kind, parsed = detect_kind(filename, content)
+    except InteropError as exc:
+        raise ImportRefused(f"{filename}: {exc}") from exc
+    if kind == "card":
+        card, avatar = parsed
+        try:
+            return Imported("card", character_create(owner=owner, card=card, avatar=avatar))
+        except InteropError as exc:  # e.g. a broken embedded lorebook
+            raise ImportRefused(f"{filename}: {exc}") from exc
+    if kind == "worldbook":
+        return Imported("worldbook", worldbook_create_from_data(owner=owner, data=parsed))
+    data, unmapped = parsed
+    fields = {**data["samplers"], "extra": data.get("extra", {})}
+    sections = data["sections"] or presets.default_sections()
+    preset = preset_create(
+        owner=owner, name=data.get("name") or Path(filename).stem, sections=sections, **fields
+    )
+    return Imported("preset", preset, unmapped)
+
+
+# --- The starter pack -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def starter_pack_install(*, owner: User) -> Character:
+    """Give a new account a ready character, its world book, a persona and the default preset."""
+    from orbchat.library import starter
+
+    character = character_create(owner=owner, card=starter.CHARACTER, avatar=starter.AVATAR_PATH.read_bytes())
+    book = worldbook_create_from_data(owner=owner, data=starter.WORLD_BOOK)
+    character.world_books.add(book)
+    persona_create(owner=owner, is_default=True, **starter.PERSONA)
+    preset_default_create(owner=owner)
+    return character

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD, make_owner
+from tests.library.cards import lorebook, png_card, v2_card
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def signed_in_page(page):
+    make_owner(username="owner")
+    page.goto("/login/")
+    page.get_by_label("Username").fill("owner")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Chats", exact=True)).to_be_visible()
+    return page
+
+
+def test_import_a_card_and_see_its_greeting_and_lorebook(signed_in_page, tmp_path):
+    page = signed_in_page
+    card = tmp_path / "mira.png"
+    card.write_bytes(png_card(v2_card(character_book=lorebook())))
+    page.get_by_role("link", name="Characters").click()
+    page.get_by_label("Files").set_input_files(str(card))
+    page.get_by_role("button", name="Import").click()
+    page.get_by_role("link", name="Mira").click()
+    expect(page.locator(".greeting")).to_contain_text("Careful—the ink is still wet.")
+    page.get_by_role("link", name="Drowned Atlas").click()
+    expect(page.get_by_role("link", name="The atlas")).to_be_visible()
+
+
+def test_reorder_a_presets_sections(signed_in_page):
+    page = signed_in_page
+    page.get_by_role("link", name="Presets").click()
+    page.get_by_role("link", name="OrbChat default").click()
+    names = page.locator("#section-list .section-name")
+    before = names.all_inner_texts()
+    page.get_by_role("button", name=f"Move {before[4]} up").click()
+    expect(names.nth(3)).to_have_text(before[4])
+    page.reload()
+    expect(names.nth(3)).to_have_text(before[4])
+    expect(names.nth(4)).to_have_text(before[3])
+
+
+def test_create_a_world_book_entry_and_see_it_activate(signed_in_page):
+    page = signed_in_page
+    page.get_by_role("link", name="World books").click()
+    page.get_by_label("Name").fill("Beasts")
+    page.get_by_role("button", name="Create world book").click()
+    page.get_by_role("link", name="New entry").click()
+    page.get_by_label("Comment").fill("Dragons")
+    page.get_by_label("Keys", exact=True).fill("dragon, wyrm")
+    page.get_by_label("Content").fill("Dragons hoard memories, not gold.")
+    page.get_by_role("button", name="Save entry").click()
+    expect(page.get_by_role("link", name="Dragons")).to_be_visible()
+    page.get_by_label("Messages").fill("The innkeeper sighs.\nA wyrm circles the tower.")
+    page.get_by_role("button", name="Test activation").click()
+    result = page.locator("#try-result")
+    expect(result).to_contain_text("Activated (1)")
+    expect(result).to_contain_text(re.compile(r"Dragons .*wyrm"))

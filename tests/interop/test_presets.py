@@ -1,0 +1,352 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from orbchat.interop import presets
+from orbchat.interop.errors import InteropError
+
+FIXTURES = Path("/work/shared/fixtures/sillytavern")
+SECTION_KEYS = ("identifier", "kind", "marker", "name", "role", "text", "enabled", "injection", "depth")
+
+
+def fixture(name: str) -> bytes:
+    path = FIXTURES / name
+    if not path.is_file():
+        pytest.skip(f"the SillyTavern fixture {name} is not available")
+    return path.read_bytes()
+
+
+def prompt(identifier: str, **fields) -> dict:
+    return {"identifier": identifier, "name": identifier.title(), **fields}
+
+
+def order(character_id: int, *identifiers: str, disabled: tuple[str, ...] = ()) -> dict:
+    items = [{"identifier": i, "enabled": i not in disabled} for i in identifiers]
+    return {"character_id": character_id, "order": items}
+
+
+def our_sections() -> list[dict]:
+    """Sections as OrbChat's default preset builds them, including markers SillyTavern lacks."""
+
+    def section(kind, name, marker=None, identifier=None, **fields):
+        return {
+            "identifier": identifier or marker,
+            "kind": kind,
+            "marker": marker,
+            "name": name,
+            "role": "system",
+            "text": "",
+            "enabled": True,
+            "injection": "relative",
+            "depth": 4,
+            **fields,
+        }
+
+    return [
+        section("literal", "Main prompt", identifier="main", text="Be {{char}}."),
+        section("marker", "World info (before)", "world_info_before"),
+        section("marker", "Persona", "persona"),
+        section("marker", "Character description", "char_description"),
+        section("marker", "Memory", "memory", enabled=False),
+        section("marker", "Chat history", "chat_history"),
+        section("marker", "Author's note", "authors_note", injection="depth", depth=2, role="user"),
+        section("literal", "Nudge", identifier="a1b2c3", text="Stay brief.", role="assistant"),
+        section("literal", "Post-history instructions", identifier="jailbreak", text="Continue."),
+        section("marker", "Post-history instructions", "post_history"),
+    ]
+
+
+# --- Chat-completion presets --------------------------------------------------------------------
+
+
+def test_the_default_openai_preset_maps_markers_in_the_global_order():
+    preset, unmapped = presets.parse_chat_completion_preset(
+        fixture("openai_preset_default.json"), name="Default"
+    )
+    assert preset["name"] == "Default"
+    sections = preset["sections"]
+    assert all(tuple(s) == SECTION_KEYS for s in sections)
+    assert [(s["identifier"], s["marker"]) for s in sections] == [
+        ("main", None),
+        ("worldInfoBefore", "world_info_before"),
+        ("personaDescription", "persona"),
+        ("charDescription", "char_description"),
+        ("charPersonality", "char_personality"),
+        ("scenario", "scenario"),
+        ("enhanceDefinitions", None),
+        ("nsfw", None),
+        ("worldInfoAfter", "world_info_after"),
+        ("dialogueExamples", "example_dialogue"),
+        ("chatHistory", "chat_history"),
+        ("jailbreak", None),
+    ]
+    main = sections[0]
+    assert main["kind"] == "literal"
+    assert main["name"] == "Main Prompt"
+    assert main["text"] == "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
+    jailbreak = sections[-1]
+    assert jailbreak["kind"] == "literal"
+    assert jailbreak["name"] == "Post-History Instructions"
+    assert jailbreak["role"] == "system"
+    assert [s["name"] for s in sections if not s["enabled"]] == ["Enhance Definitions"]
+    assert all(s["kind"] == "marker" and s["text"] == "" for s in sections if s["marker"])
+
+
+def test_the_default_openai_preset_samplers_and_unmapped_settings():
+    preset, unmapped = presets.parse_chat_completion_preset(fixture("openai_preset_default.json"))
+    assert preset["samplers"] == {
+        "temperature": 1.0,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "context_size": 4095,
+        "max_tokens": 300,
+        "seed": None,
+    }
+    assert 'setting "stream_openai"' in unmapped
+    assert 'setting "top_a"' in unmapped
+    assert not any("prompts" in name or "prompt_order" in name for name in unmapped)
+    assert preset["extra"]["stream_openai"] is True
+    assert preset["extra"]["wi_format"] == "{0}"
+    assert len(preset["extra"]) == len(unmapped)
+
+
+def test_the_default_openai_preset_round_trips():
+    raw = json.loads(fixture("openai_preset_default.json"))
+    preset, _ = presets.parse_chat_completion_preset(raw, name="Default")
+    exported = presets.export_chat_completion_preset(preset)
+    assert presets.parse_chat_completion_preset(exported, name="Default")[0] == preset
+    for key, value in raw.items():
+        if key not in ("prompts", "prompt_order"):
+            assert exported[key] == value, key
+    assert [o["character_id"] for o in exported["prompt_order"]] == [100000, 100001]
+    assert exported["prompt_order"][0]["order"] == exported["prompt_order"][1]["order"]
+    assert exported["prompt_order"][1]["order"] == raw["prompt_order"][1]["order"]
+    by_id = {p["identifier"]: p for p in exported["prompts"]}
+    assert by_id["chatHistory"] == {
+        "identifier": "chatHistory",
+        "name": "Chat History",
+        "system_prompt": True,
+        "marker": True,
+    }
+    assert by_id["main"]["content"] == raw["prompts"][0]["content"]
+    assert by_id["main"]["system_prompt"] is True
+    assert by_id["main"]["injection_position"] == 0
+
+
+def test_order_100001_wins_then_100000_then_the_longest():
+    prompts = [prompt("main", content="m"), {"identifier": "chatHistory", "marker": True}, prompt("nsfw")]
+    both = {"prompts": prompts, "prompt_order": [order(100000, "main"), order(100001, "chatHistory", "main")]}
+    sections, _ = presets.parse_chat_completion_preset(both)
+    assert [(s["identifier"], s["enabled"]) for s in sections["sections"]] == [
+        ("chatHistory", True),
+        ("main", True),
+        ("nsfw", False),
+    ]
+    legacy = {"prompts": prompts, "prompt_order": [order(7, "nsfw"), order(100000, "main", "nsfw")]}
+    assert [s["identifier"] for s in presets.parse_chat_completion_preset(legacy)[0]["sections"]][:2] == [
+        "main",
+        "nsfw",
+    ]
+    others = {"prompts": prompts, "prompt_order": [order(3, "nsfw"), order(4, "chatHistory", "nsfw")]}
+    assert [s["identifier"] for s in presets.parse_chat_completion_preset(others)[0]["sections"]][:2] == [
+        "chatHistory",
+        "nsfw",
+    ]
+
+
+def test_without_prompt_order_the_prompts_order_is_used():
+    raw = {"prompts": [prompt("b", content="B", enabled=False), prompt("a", content="A")]}
+    preset, _ = presets.parse_chat_completion_preset(raw)
+    assert [(s["identifier"], s["enabled"], s["text"]) for s in preset["sections"]] == [
+        ("b", False, "B"),
+        ("a", True, "A"),
+    ]
+
+
+def test_injection_at_depth_and_roles():
+    raw = {
+        "prompts": [
+            prompt("note", content="N", role="user", injection_position=1, injection_depth=3),
+            prompt("odd", content="O", role="narrator", injection_position=0, injection_depth=9),
+        ]
+    }
+    note, odd = presets.parse_chat_completion_preset(raw)[0]["sections"]
+    assert (note["injection"], note["depth"], note["role"]) == ("depth", 3, "user")
+    assert (odd["injection"], odd["depth"], odd["role"]) == ("relative", 9, "system")
+
+
+def test_unknown_markers_and_undefined_prompts_are_reported_not_imported():
+    raw = {
+        "prompts": [
+            prompt("main", content="m"),
+            {"identifier": "bias", "name": "Bias", "marker": True},
+            "junk",
+        ],
+        "prompt_order": [order(100001, "main", "bias", "ghost")],
+    }
+    preset, unmapped = presets.parse_chat_completion_preset(raw)
+    assert [s["identifier"] for s in preset["sections"]] == ["main"]
+    assert unmapped == [
+        "prompt 3 (it has no identifier)",
+        'prompt "Bias" (marker bias)',
+        'prompt "ghost" (in the order but not defined)',
+    ]
+
+
+def test_builtin_prompts_missing_from_prompts_still_import():
+    raw = {"prompts": [], "prompt_order": [order(100001, "main", "chatHistory", "jailbreak")]}
+    sections = presets.parse_chat_completion_preset(raw)[0]["sections"]
+    assert [(s["kind"], s["name"], s["text"]) for s in sections] == [
+        ("literal", "Main Prompt", ""),
+        ("marker", "Chat History", ""),
+        ("literal", "Post-History Instructions", ""),
+    ]
+
+
+def test_invalid_sampler_values_are_kept_and_reported():
+    raw = {"temperature": "hot", "top_k": "40", "seed": 1234, "openai_max_context": None, "prompts": []}
+    preset, unmapped = presets.parse_chat_completion_preset(raw)
+    assert preset["samplers"] == {"top_k": 40, "seed": 1234}
+    assert preset["extra"] == {"temperature": "hot", "openai_max_context": None}
+    assert unmapped == ['setting "temperature"', 'setting "openai_max_context"']
+    exported = presets.export_chat_completion_preset(preset)
+    assert (exported["temperature"], exported["top_k"], exported["seed"]) == ("hot", 40, 1234)
+
+
+def test_chat_preset_refusals():
+    with pytest.raises(InteropError, match=re.escape("the preset's JSON is invalid: ")):
+        presets.parse_chat_completion_preset(b'{"prompts": [}')
+    with pytest.raises(InteropError, match="the preset's JSON is not an object"):
+        presets.parse_chat_completion_preset("[]")
+    with pytest.raises(InteropError, match="the preset's 'prompts' is not a list"):
+        presets.parse_chat_completion_preset({"prompts": {"main": {}}})
+    with pytest.raises(InteropError, match="larger than 1 KB"):
+        presets.parse_chat_completion_preset(json.dumps({"x": "y" * 2000}), max_bytes=1024)
+
+
+def test_our_own_sections_survive_export_and_import():
+    preset = {
+        "name": "Ours",
+        "sections": our_sections(),
+        "samplers": {
+            "temperature": 0.9,
+            "max_tokens": 400,
+            "context_size": None,
+            "stop": ["\n\n"],
+            "seed": None,
+        },
+        "extra": {"custom_setting": {"a": 1}},
+    }
+    exported = presets.export_chat_completion_preset(preset)
+    assert exported["custom_setting"] == {"a": 1}
+    assert exported["seed"] == -1
+    assert "openai_max_context" not in exported
+    by_id = {p["identifier"]: p for p in exported["prompts"]}
+    assert set(by_id) == {
+        "main",
+        "worldInfoBefore",
+        "personaDescription",
+        "charDescription",
+        "memory",
+        "chatHistory",
+        "authors_note",
+        "a1b2c3",
+        "jailbreak",
+        "post_history",
+    }
+    assert by_id["a1b2c3"]["system_prompt"] is False
+    assert by_id["authors_note"] == {
+        "identifier": "authors_note",
+        "name": "Author's note",
+        "system_prompt": True,
+        "marker": True,
+        "role": "user",
+        "injection_position": 1,
+        "injection_depth": 2,
+    }
+
+    imported, unmapped = presets.parse_chat_completion_preset(exported, name="Ours")
+    assert unmapped == ['setting "custom_setting"']
+    for before, after in zip(preset["sections"], imported["sections"], strict=True):
+        if before["kind"] == "marker":
+            # Markers SillyTavern knows take its identifiers; the rest keep ours.
+            after = {**after, "identifier": before["identifier"]}
+        assert after == before
+    assert imported["samplers"] == {"temperature": 0.9, "max_tokens": 400, "seed": None}
+    again = presets.parse_chat_completion_preset(presets.export_chat_completion_preset(imported), name="Ours")
+    assert again == (imported, unmapped)
+
+
+def test_export_keeps_identifiers_unique_and_literal():
+    sections = [
+        {"identifier": "x", "kind": "literal", "name": "One", "text": "1"},
+        {"identifier": "x", "kind": "literal", "name": "Two", "text": "2"},
+        {"identifier": "scenario", "kind": "literal", "name": "Not the marker", "text": "3"},
+        {"identifier": "", "kind": "literal", "name": "Nameless", "text": "4"},
+        {"identifier": "s1", "kind": "marker", "marker": "scenario", "name": "Scenario"},
+        {"identifier": "s2", "kind": "marker", "marker": "scenario", "name": "Scenario again"},
+        {"identifier": "s3", "kind": "marker", "marker": "not_ours", "name": "Unknown"},
+    ]
+    exported = presets.export_chat_completion_preset({"sections": sections})
+    assert [p["identifier"] for p in exported["prompts"]] == [
+        "x",
+        "x_2",
+        "scenario_2",
+        "custom_3",
+        "scenario",
+    ]
+    imported = presets.parse_chat_completion_preset(exported)[0]["sections"]
+    assert [s["kind"] for s in imported] == ["literal", "literal", "literal", "literal", "marker"]
+
+
+# --- Text-completion presets --------------------------------------------------------------------
+
+
+def test_the_default_textgen_preset_maps_samplers_and_reports_the_rest():
+    raw = json.loads(fixture("textgen_preset_default.json"))
+    preset, unmapped = presets.parse_text_completion_preset(json.dumps(raw), name="Default")
+    assert preset["name"] == "Default"
+    assert preset["sections"] == []
+    assert preset["samplers"] == {
+        "temperature": 0.7,
+        "top_p": 0.5,
+        "top_k": 40,
+        "min_p": 0.0,
+        "repetition_penalty": 1.2,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.0,
+    }
+    for name in ("rep_pen_range", "tfs", "typical_p", "mirostat_mode", "sampler_order", "dry_base"):
+        assert f'setting "{name}"' in unmapped
+    assert 'setting "temp"' not in unmapped
+    assert len(unmapped) == len(raw) - 7
+    assert preset["extra"]["sampler_priority"] == raw["sampler_priority"]
+
+
+def test_text_preset_generation_length_and_seed():
+    preset, unmapped = presets.parse_text_completion_preset({"temp": 1, "genamt": 250, "seed": -1, "tfs": 1})
+    assert preset["samplers"] == {"temperature": 1.0, "max_tokens": 250, "seed": None}
+    assert unmapped == ['setting "tfs"']
+
+
+def test_detect_preset_kind():
+    assert presets.detect_preset_kind({"prompts": []}) == "chat"
+    assert presets.detect_preset_kind({"prompt_order": []}) == "chat"
+    assert presets.detect_preset_kind({"openai_max_context": 4096}) == "chat"
+    assert presets.detect_preset_kind({"temp": 0.7}) == "text"
+    assert presets.detect_preset_kind({"rep_pen": 1.1}) == "text"
+    assert presets.detect_preset_kind({"entries": {}}) is None
+    assert presets.detect_preset_kind(["temp"]) is None
+
+
+def test_detect_preset_kind_on_the_fixtures():
+    assert presets.detect_preset_kind(json.loads(fixture("openai_preset_default.json"))) == "chat"
+    assert presets.detect_preset_kind(json.loads(fixture("textgen_preset_default.json"))) == "text"
