@@ -14,7 +14,9 @@ COMING_SOON = {
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+    from orbchat.connections.services import model_roles_get
+
+    return render(request, "home.html", {"needs_model": model_roles_get(user=request.user).chat_id is None})
 
 
 def coming_soon(request: HttpRequest, section: str) -> HttpResponse:

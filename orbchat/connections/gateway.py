@@ -79,15 +79,46 @@ def complete(target: Target, messages: list[dict], *, timeout: float = 60, **par
     return response.choices[0].message.content or ""
 
 
-def test_connection(connection: Connection) -> tuple[bool, str]:
-    """Send a tiny request; return (worked, the provider's answer or the error in plain words)."""
+def embed(target: Target, texts: list[str], *, timeout: float = 60) -> list[list[float]]:
+    """Return one vector per text from a remote embedding model."""
+    import litellm
+
+    response = litellm.embedding(
+        model=target.model,
+        input=texts,
+        api_base=target.api_base,
+        api_key=target.api_key,
+        timeout=timeout,
+        **target.extra,
+    )
+    return [item["embedding"] for item in response.data]
+
+
+def test_connection(connection: Connection, *, purpose: str = "chat") -> tuple[bool, str]:
+    """Send a tiny request fit for the connection's role (chat, embedding or rerank).
+
+    Return (worked, the provider's answer or the error in plain words).
+    """
+    from orbchat.connections import reranker
+
+    target = target_for(connection) if purpose != "rerank" else None
     try:
+        if purpose == "embedding":
+            vectors = embed(target, ["ready"], timeout=20)
+            return True, f"The model returned a vector of {len(vectors[0])} numbers."
+        if purpose == "rerank":
+            documents = ["A bird sings.", "The red dragon sleeps."]
+            scores = reranker.remote_scores(target_for(connection), "Where is the red dragon?", documents)
+            best = max(range(len(documents)), key=scores.__getitem__)
+            return True, f"The reranker put first: {documents[best]}"
         text = complete(
-            target_for(connection),
+            target,
             [{"role": "user", "content": "Reply with the single word: ready"}],
             max_tokens=5,
             timeout=20,
         )
+    except reranker.RerankFailed as exc:
+        return False, str(exc)
     except Exception as exc:  # noqa: BLE001 - every provider failure is reported, not raised
         return False, plain_error(exc)
     return True, f"The model answered: {text.strip()[:200] or '(an empty reply)'}"

@@ -8,9 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from orbchat.connections import gateway, services
+from orbchat.connections import gateway, reranker, services
 from orbchat.connections.forms import ConnectionForm, RolesForm
-from orbchat.connections.models import Connection
+from orbchat.connections.models import Connection, ModelRoles
 
 # The "Connect a model" page: ready forms for the common cases.
 QUICK_STARTS = [
@@ -49,6 +49,24 @@ def connection_list(request: HttpRequest) -> HttpResponse:
     connections = Connection.objects.filter(owner=request.user)
     context = {"connections": connections, "form": form, "roles": roles, "nav": "connections"}
     return render(request, "connections/list.html", context)
+
+
+@require_POST
+def rerank_test(request: HttpRequest) -> HttpResponse:
+    """Run the user's Rerank role (built-in by default) on a tiny sample and show the order."""
+    roles = services.model_roles_get(user=request.user)
+    documents = ["A bird sings on the harbour wall.", "The red dragon sleeps under the lighthouse."]
+    try:
+        scores = reranker.scores_for(roles, "Where does the dragon sleep?", documents)
+    except reranker.RerankFailed as exc:
+        context = {"worked": False, "message": str(exc)}
+    else:
+        best = max(range(len(documents)), key=scores.__getitem__)
+        context = {
+            "worked": True,
+            "message": f"Rerank works ({roles.get_rerank_kind_display()}): it put first “{documents[best]}”",
+        }
+    return render(request, "connections/_test_result.html", context)
 
 
 def connect(request: HttpRequest) -> HttpResponse:
@@ -103,9 +121,20 @@ def connection_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "connections/form.html", context)
 
 
+def _purpose(connection: Connection) -> str:
+    """Return which role the connection plays for its owner, so the test fits it."""
+    roles = services.model_roles_get(user=connection.owner)
+    if roles.rerank_kind == ModelRoles.Rerank.REMOTE and roles.rerank_id == connection.pk:
+        return "rerank"
+    if roles.embedding_id == connection.pk:
+        return "embedding"
+    return "chat"
+
+
 @require_POST
 def connection_test(request: HttpRequest, pk: int) -> HttpResponse:
-    worked, message = gateway.test_connection(_owned(request, pk))
+    connection = _owned(request, pk)
+    worked, message = gateway.test_connection(connection, purpose=_purpose(connection))
     context = {"worked": worked, "message": message}
     if request.htmx:
         return render(request, "connections/_test_result.html", context)

@@ -97,8 +97,16 @@ class PersonaForm(forms.ModelForm):
 
     class Meta:
         model = Persona
-        fields = ["name", "description"]
-        widgets = {"description": forms.Textarea(attrs={"rows": 4})}
+        fields = ["name", "description", "world_books"]
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 4}),
+            "world_books": forms.CheckboxSelectMultiple,
+        }
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["world_books"].queryset = WorldBook.objects.filter(owner=user)
+        self.fields["world_books"].required = False
 
 
 class MultipleFileInput(forms.ClearableFileInput):

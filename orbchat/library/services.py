@@ -186,9 +186,13 @@ def persona_create(
 
 
 @transaction.atomic
-def persona_update(*, persona: Persona, name: str, description: str, avatar: bytes | None = None) -> Persona:
+def persona_update(
+    *, persona: Persona, name: str, description: str, avatar: bytes | None = None, world_books=None
+) -> Persona:
     persona.name, persona.description = name, description
     persona.save()
+    if world_books is not None:
+        persona.world_books.set(world_books)
     if avatar:
         persona.avatar.save("avatar.png", _avatar_file(avatar), save=True)
     return persona

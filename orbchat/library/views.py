@@ -23,6 +23,7 @@ from orbchat.library.forms import (
 )
 from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldEntry
 from orbchat.library.presets import marker, section
+from orbchat.prompting import macros
 
 # --- Characters -------------------------------------------------------------------------------
 
@@ -66,9 +67,20 @@ def character_detail(request: HttpRequest, pk: int) -> HttpResponse:
         character.world_books.set(form.cleaned_data["world_books"])
         messages.success(request, f"{character.name} saved.")
         return redirect("library:character", pk=character.pk)
+    persona = selectors.persona_default(user=request.user)
+    macro_context = macros.MacroContext(
+        char=character.name,
+        user=persona.name if persona else request.user.username,
+        persona=persona.description if persona else "",
+        description=character.description,
+        scenario=character.scenario,
+        personality=character.personality,
+        chat_id=f"preview-{character.pk}",
+    )
     context = {
         "character": character,
         "form": form,
+        "greeting": macros.substitute(character.first_mes, macro_context),
         "books": character.world_books.all(),
         "nav": "characters",
     }
@@ -159,7 +171,7 @@ def _import_url(imported: services.Imported) -> str:
 
 
 def persona_list(request: HttpRequest) -> HttpResponse:
-    form = PersonaForm(request.POST or None, request.FILES or None)
+    form = PersonaForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         persona = services.persona_create(
             owner=request.user,
@@ -167,6 +179,7 @@ def persona_list(request: HttpRequest) -> HttpResponse:
             description=form.cleaned_data["description"],
             avatar=form.cleaned_data["avatar"],
         )
+        persona.world_books.set(form.cleaned_data["world_books"])
         messages.success(request, f"Persona {persona.name} created.")
         return redirect("library:personas")
     context = {"personas": selectors.persona_list(user=request.user), "form": form, "nav": "personas"}
@@ -175,13 +188,14 @@ def persona_list(request: HttpRequest) -> HttpResponse:
 
 def persona_detail(request: HttpRequest, pk: int) -> HttpResponse:
     persona = selectors.owned(Persona, user=request.user, pk=pk)
-    form = PersonaForm(request.POST or None, request.FILES or None, instance=persona)
+    form = PersonaForm(request.POST or None, request.FILES or None, instance=persona, user=request.user)
     if request.method == "POST" and form.is_valid():
         services.persona_update(
             persona=persona,
             name=form.cleaned_data["name"],
             description=form.cleaned_data["description"],
             avatar=form.cleaned_data["avatar"],
+            world_books=form.cleaned_data["world_books"],
         )
         messages.success(request, f"Persona {persona.name} saved.")
         return redirect("library:personas")

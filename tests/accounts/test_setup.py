@@ -78,3 +78,8 @@ def test_wrong_password_is_refused(client):
     response = client.post(reverse("accounts:login"), {"username": "owner", "password": "nope"})
     assert response.status_code == 200
     assert "correct username and password" in response.content.decode()
+
+
+def test_home_leads_to_connecting_a_model_until_one_is_connected(client):
+    client.force_login(make_owner())
+    assert "Connect a model" in client.get(reverse("home")).content.decode()

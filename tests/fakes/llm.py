@@ -136,7 +136,14 @@ class _Handler(BaseHTTPRequestHandler):
         fake.record(
             Received(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body=body)
         )
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        route = self.path.split("?")[0].rstrip("/")
+        if route.endswith("/rerank"):
+            self._rerank(body)
+            return
+        if route.endswith("/embeddings"):
+            self._embeddings(body)
+            return
+        if not route.endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"No route {self.path}", "type": "not_found"}})
             return
         reply = fake.next_reply()
@@ -151,6 +158,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._stream(body, reply)
         else:
             self._complete(body, reply)
+
+    def _rerank(self, body: dict) -> None:
+        """Score documents by shared words with the query (Cohere's response shape)."""
+        query = set(str(body.get("query", "")).lower().split())
+        results = []
+        for index, document in enumerate(body.get("documents", [])):
+            text = document if isinstance(document, str) else str(document.get("text", ""))
+            words = set(text.lower().split())
+            results.append({"index": index, "relevance_score": len(query & words) / (len(query) or 1)})
+        results.sort(key=lambda r: -r["relevance_score"])
+        self._json(
+            200, {"id": uuid.uuid4().hex, "results": results, "meta": {"billed_units": {"search_units": 1}}}
+        )
+
+    def _embeddings(self, body: dict) -> None:
+        """Return small deterministic vectors (letter counts), OpenAI's response shape."""
+        inputs = body.get("input", [])
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        data = []
+        for index, text in enumerate(inputs):
+            vector = [0.0] * 26
+            for char in str(text).lower():
+                if "a" <= char <= "z":
+                    vector[ord(char) - 97] += 1.0
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        usage = {"prompt_tokens": len(inputs), "total_tokens": len(inputs)}
+        self._json(200, {"object": "list", "data": data, "model": body.get("model", "fake"), "usage": usage})
 
     def _json(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()

@@ -193,3 +193,12 @@ def test_another_users_character_is_not_found(client, owner):
     for name in ("library:character", "library:character_avatar", "library:character_delete"):
         assert client.get(reverse(name, args=[mine.pk])).status_code == 404
     assert client.get(reverse("library:character_export", args=[mine.pk, "json"])).status_code == 404
+
+
+def test_the_greeting_preview_fills_macros_with_the_default_persona(signed_in, owner):
+    character = services.import_file(
+        owner=owner, filename="m.json", content=json.dumps(v2_card()).encode()
+    ).obj
+    page = signed_in.get(reverse("library:character", args=[character.pk])).content.decode()
+    persona = owner.personas.get(is_default=True)
+    assert f"You found my maps, {persona.name}." in page

@@ -26,3 +26,12 @@ def test_deleting_the_default_promotes_another(owner):
     services.persona_delete(persona=starter)
     other.refresh_from_db()
     assert other.is_default
+
+
+def test_a_persona_can_carry_world_books(signed_in, owner):
+    persona = owner.personas.get()
+    book = owner.world_books.get()
+    signed_in.post(
+        reverse("library:persona", args=[persona.pk]), {"name": persona.name, "world_books": [book.pk]}
+    )
+    assert list(persona.world_books.all()) == [book]

@@ -1,0 +1,137 @@
+"""The Rerank role: reorder candidate texts by how well they answer a query.
+
+Three kinds, chosen per user in Model roles:
+- **builtin** (default, no download): a hybrid of the bundled MiniLM embedder's cosine
+  similarity and a BM25-style lexical score over the candidates. The bi-encoder catches
+  paraphrase; the lexical part rewards the rare, exact words (names, places, objects) that
+  roleplay memories hinge on and that small embedders blur. Both are normalised over the
+  candidate set, then blended.
+- **local**: a sentence-transformers CrossEncoder loaded from a folder on this machine.
+- **remote**: any rerank API litellm reaches (Cohere, Jina, Voyage, Infinity, vLLM…).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+
+from orbchat.connections import embedder
+
+SEMANTIC_WEIGHT = 0.7
+LEXICAL_WEIGHT = 0.3
+_TOKEN = re.compile(r"[\w']+")
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for from had has have he her his i in is it its of on or she that the "
+    "their them they this to was were will with you your".split()
+)
+
+_cross_encoders: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+class RerankFailed(Exception):
+    """The reranker could not score the candidates; the message says why in plain words."""
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS]
+
+
+def lexical_scores(query: str, documents: list[str], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """Return BM25 scores of each document for the query, with IDF over the documents themselves."""
+    docs = [_tokens(d) for d in documents]
+    if not docs:
+        return []
+    avg_len = sum(len(d) for d in docs) / len(docs) or 1.0
+    frequency = Counter(term for d in docs for term in set(d))
+    scores = []
+    for doc in docs:
+        counts = Counter(doc)
+        score = 0.0
+        for term in set(_tokens(query)):
+            if term not in counts:
+                continue
+            idf = math.log(1 + (len(docs) - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            tf = counts[term]
+            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avg_len))
+        scores.append(score)
+    return scores
+
+
+def _normalised(values: list[float]) -> list[float]:
+    low, high = min(values), max(values)
+    if high - low < 1e-9:
+        return [0.0 for _ in values]
+    return [(v - low) / (high - low) for v in values]
+
+
+def blend(semantic: list[float], lexical: list[float]) -> list[float]:
+    """Blend the two score lists, each normalised over the candidate set (pure)."""
+    sem, lex = _normalised(semantic), _normalised(lexical)
+    return [SEMANTIC_WEIGHT * s + LEXICAL_WEIGHT * x for s, x in zip(sem, lex, strict=True)]
+
+
+def builtin_scores(query: str, documents: list[str]) -> list[float]:
+    vectors = embedder.embed([query, *documents])
+    q = vectors[0]
+    semantic = [sum(a * b for a, b in zip(q, d, strict=True)) for d in vectors[1:]]
+    return blend(semantic, lexical_scores(query, documents))
+
+
+def local_scores(path: str, query: str, documents: list[str]) -> list[float]:
+    from pathlib import Path
+
+    if not Path(path).is_dir():
+        raise RerankFailed(f"No CrossEncoder model folder at {path}.")
+    with _lock:
+        model = _cross_encoders.get(path)
+        if model is None:
+            from sentence_transformers import CrossEncoder
+
+            try:
+                model = CrossEncoder(path, device="cpu", local_files_only=True)
+            except Exception as exc:  # noqa: BLE001 - any load failure is reported in words
+                raise RerankFailed(f"The CrossEncoder at {path} could not be loaded: {exc}") from exc
+            _cross_encoders[path] = model
+    return [float(s) for s in model.predict([(query, d) for d in documents])]
+
+
+def remote_scores(target, query: str, documents: list[str]) -> list[float]:
+    import litellm
+
+    from orbchat.connections.gateway import plain_error
+
+    try:
+        response = litellm.rerank(
+            model=target.model,
+            query=query,
+            documents=documents,
+            api_base=target.api_base,
+            api_key=target.api_key,
+            return_documents=False,
+            **target.extra,
+        )
+    except Exception as exc:  # noqa: BLE001 - any provider failure is reported in words
+        raise RerankFailed(plain_error(exc)) from exc
+    scores = [0.0] * len(documents)
+    for item in response.results:
+        scores[item["index"]] = float(item["relevance_score"])
+    return scores
+
+
+def scores_for(roles, query: str, documents: list[str]) -> list[float]:
+    """Score documents with the user's Rerank role; raise RerankFailed in plain words."""
+    from orbchat.connections.gateway import target_for
+    from orbchat.connections.models import ModelRoles
+
+    if not documents:
+        return []
+    if roles.rerank_kind == ModelRoles.Rerank.LOCAL:
+        return local_scores(roles.rerank_local_path, query, documents)
+    if roles.rerank_kind == ModelRoles.Rerank.REMOTE:
+        if roles.rerank is None:
+            raise RerankFailed("Remote rerank is chosen but no connection is set.")
+        return remote_scores(target_for(roles.rerank), query, documents)
+    return builtin_scores(query, documents)
