@@ -4,13 +4,15 @@ from django.contrib import admin
 from django.urls import include, path
 
 from orbchat import views
+from rooms import views as rooms_views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", rooms_views.chat_list, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("", include("orbchat.accounts.urls")),
     path("", include("orbchat.library.urls")),
     path("", include("orbchat.connections.urls")),
+    path("", include("rooms.urls")),
     path("admin/", admin.site.urls),
     *[
         path(f"{section}/", views.coming_soon, {"section": section}, name=section)

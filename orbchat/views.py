@@ -13,12 +13,6 @@ COMING_SOON = {
 }
 
 
-def home(request: HttpRequest) -> HttpResponse:
-    from orbchat.connections.services import model_roles_get
-
-    return render(request, "home.html", {"needs_model": model_roles_get(user=request.user).chat_id is None})
-
-
 def coming_soon(request: HttpRequest, section: str) -> HttpResponse:
     return render(request, "coming_soon.html", {"section": COMING_SOON[section], "nav": section})
 

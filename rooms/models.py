@@ -1,1 +1,153 @@
-"""Rooms, seats, members, messages and variants arrive with the chats issue."""
+"""Rooms: a solo chat is a room with one seated character and its host.
+
+Messages are slots with a monotonically increasing `seq`; variants (swipes) hold the text.
+Seats record presence as intervals of `seq` numbers.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Room(models.Model):
+    host = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hosted_rooms")
+    title = models.CharField(max_length=300)
+    persona = models.ForeignKey(
+        "library.Persona",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Locked persona; empty = the host's default persona.",
+    )
+    preset = models.ForeignKey(
+        "library.Preset", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    world_books = models.ManyToManyField("library.WorldBook", blank=True, related_name="rooms")
+    authors_note = models.TextField(blank=True)
+    authors_note_depth = models.PositiveSmallIntegerField(default=4)
+    authors_note_role = models.CharField(max_length=10, default="system")
+    settings = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
+    forked_at_seq = models.IntegerField(null=True, blank=True)
+    # The next message's seq; only ever grows, so a deleted slot's number is never reused.
+    next_seq = models.PositiveIntegerField(default=0)
+    # World-info timed effects (sticky / cooldown) carried between turns.
+    world_info_state = models.JSONField(default=dict, blank=True)
+    last_activity = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-last_activity", "-pk"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Seat(models.Model):
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="seats")
+    character = models.ForeignKey(
+        "library.Character", null=True, on_delete=models.SET_NULL, related_name="seats"
+    )
+    name = models.CharField(max_length=500)
+    talkativeness = models.FloatField(default=0.5)
+    muted = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Presence(models.Model):
+    """A stretch of messages a seat was present for: [joined_seq, left_seq)."""
+
+    seat = models.ForeignKey(Seat, on_delete=models.CASCADE, related_name="presences")
+    joined_seq = models.PositiveIntegerField()
+    left_seq = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["joined_seq"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["seat"], condition=Q(left_seq__isnull=True), name="rooms_one_open_presence"
+            )
+        ]
+
+    def __str__(self) -> str:
+        end = "" if self.left_seq is None else self.left_seq
+        return f"{self.seat_id}: [{self.joined_seq}, {end})"
+
+
+class Message(models.Model):
+    class Kind(models.TextChoices):
+        HUMAN = "human", "Human"
+        CHARACTER = "character", "Character"
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    speaker_name = models.CharField(max_length=500)
+    hidden = models.BooleanField(default=False)
+    active_index = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [models.UniqueConstraint(fields=["room", "seq"], name="rooms_message_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.speaker_name}"
+
+    @property
+    def is_human(self) -> bool:
+        return self.kind == self.Kind.HUMAN
+
+
+class Variant(models.Model):
+    class State(models.TextChoices):
+        DONE = "done", "Done"
+        STREAMING = "streaming", "Being written"
+        STOPPED = "stopped", "Stopped"
+        ERROR = "error", "Failed"
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="variants")
+    # Denormalised so the database can enforce one generation per room.
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="+")
+    index = models.PositiveIntegerField()
+    text = models.TextField(blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.DONE)
+    model = models.CharField(max_length=300, blank=True)
+    tokens = models.PositiveIntegerField(default=0, help_text="Tokens of the text, counted once for prompts.")
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    # The exact prompt sent (messages, section report, world info): the host's Preview reads it.
+    prompt = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    first_token_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["message", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["message", "index"], name="rooms_variant_unique_index"),
+            models.UniqueConstraint(
+                fields=["room"], condition=Q(state="streaming"), name="rooms_one_generation_per_room"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"message {self.message_id} swipe {self.index}"

@@ -1,0 +1,431 @@
+"""Build the OpenAI-format messages for one AI turn from a preset's ordered sections.
+
+`assemble` is pure: no Django, no database, no I/O. Its work is bounded by its inputs, and each
+history message's tokens are counted at most once (its precomputed `tokens` are used when given).
+The output is deterministic except for clock and random macros, which follow the macro context:
+pass one with `now` and `rng` set for a fully reproducible prompt.
+
+Token accounting: a prompt's size is the sum of `count_tokens(content)` over its messages, with no
+per-message overhead. A history message counts its text's tokens (precomputed or counted) plus,
+when names are prefixed, the tokens of its `"Name: "` prefix, counted once per distinct name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from orbchat.prompting.macros import MacroContext, substitute
+from orbchat.prompting.worldinfo import Position
+
+__all__ = [
+    "CONTINUE_NUDGE",
+    "IMPERSONATE_NUDGE",
+    "CardInfo",
+    "HistoryMessage",
+    "Prompt",
+    "PromptInput",
+    "SectionReport",
+    "WorldInsert",
+    "assemble",
+    "default_count_tokens",
+]
+
+ROLES = ("system", "user", "assistant")
+WORLD_ROLES = {0: "system", 1: "user", 2: "assistant"}
+CONTINUE_NUDGE = "[Continue your last message without repeating its original content.]"
+IMPERSONATE_NUDGE = (
+    "[Write the next message as {{user}}, in {{user}}'s voice and first person. "
+    "Write only {{user}}'s message.]"
+)
+WORLD_AT_DEPTH_NAME = "World info (at depth)"
+
+START_RE = re.compile(r"<START>", re.IGNORECASE)
+ORIGINAL_RE = re.compile(r"\{\{original\}\}", re.IGNORECASE)
+MEMORY_RE = re.compile(r"\{\{memory\}\}", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class HistoryMessage:
+    seq: int
+    role: str  # "user" (a human) | "assistant" (a character) | "system"
+    name: str  # speaker's display name
+    text: str
+    hidden: bool = False  # hidden messages never enter the prompt
+    tokens: int | None = None  # precomputed token count of `text` (None -> count_tokens)
+
+
+@dataclass(frozen=True)
+class CardInfo:
+    name: str
+    description: str = ""
+    personality: str = ""
+    scenario: str = ""
+    mes_example: str = ""
+    system_prompt: str = ""
+    post_history_instructions: str = ""
+
+
+@dataclass(frozen=True)
+class WorldInsert:
+    """One activated world-info entry, already chosen by the activation function."""
+
+    content: str
+    position: int = 0  # worldinfo.Position
+    depth: int = 4
+    role: int | None = None  # 0 system, 1 user, 2 assistant (None = system)
+    order: int = 100
+
+
+@dataclass(frozen=True)
+class PromptInput:
+    sections: list[dict]  # preset sections in order (shape of orbchat.library.presets.section())
+    characters: list[CardInfo]  # the cards in the prompt (solo: one)
+    speaker: str  # the replying character's name ({{char}})
+    user_name: str  # {{user}}
+    persona_description: str = ""
+    world_info: Sequence[WorldInsert] = ()
+    authors_note: str = ""
+    authors_note_depth: int = 4
+    authors_note_role: str = "system"
+    history: Sequence[HistoryMessage] = ()  # oldest first; a tail of the chat
+    memory_text: str = ""  # what recall produced; "" -> the Memory section adds nothing at all
+    memory_template: str = "Past events:\n{{memory}}"
+    context_size: int = 8192
+    max_tokens: int = 400  # reserved for the reply: budget = context_size - max_tokens
+    macro_context: MacroContext | None = None  # default: built from speaker/user/persona/speaking card
+    prefix_names: bool = False  # group chats: history lines become "Name: text"
+    mode: str = "normal"  # "normal" | "continue" | "impersonate"
+    count_tokens: Callable[[str], int] | None = None  # default: default_count_tokens
+
+
+@dataclass(frozen=True)
+class SectionReport:
+    name: str
+    kind: str  # "literal" | "marker"
+    tokens: int
+    messages: int  # how many messages it contributed
+
+
+@dataclass(frozen=True)
+class Prompt:
+    messages: list[dict]  # [{"role": "system"|"user"|"assistant", "content": str}, ...]
+    sections: list[SectionReport]  # in prompt order, including zero-token ones that were enabled
+    history_kept: tuple[int, int] | None  # (first_seq, last_seq) of the history included; None when none
+    history_dropped: int  # how many eligible (non-hidden) history messages did not fit
+    total_tokens: int
+    budget: int
+
+
+def default_count_tokens(text: str) -> int:
+    """Estimate tokens as a quarter of the characters, plus one for any non-empty text."""
+    return len(text) // 4 + 1 if text else 0
+
+
+@dataclass
+class _Part:
+    """One report line under construction: its messages, placed in order or at a depth."""
+
+    name: str
+    kind: str
+    messages: list[dict] = field(default_factory=list)
+    depth: int | None = None  # None: in order; otherwise injected into the chat history
+    is_history: bool = False
+
+    def add(self, role: str, text: str) -> None:
+        """Add a message unless the text is blank."""
+        if text.strip():
+            self.messages.append(_msg(role, text))
+
+
+@dataclass
+class _Injection:
+    depth: int
+    rank: tuple[int, ...]  # tie-break at one depth: sections in order, then world info
+    message: dict
+
+
+def assemble(inp: PromptInput) -> Prompt:
+    """Return the messages for one turn, fitting as much recent history as the budget allows."""
+    return _Assembler(inp).run()
+
+
+class _Assembler:
+    def __init__(self, inp: PromptInput) -> None:
+        self.inp = inp
+        self.count = inp.count_tokens or default_count_tokens
+        self.visible = [message for message in inp.history if not message.hidden]
+        self.card = _speaking_card(inp)
+        self.ctx = inp.macro_context or self._default_context()
+        self.world = sorted(
+            (insert for insert in inp.world_info if insert.content.strip()),
+            key=lambda insert: insert.order,
+        )
+        self.kept_seqs: list[int] = []
+        self.world_injections: list[_Injection] = []
+
+    def _default_context(self) -> MacroContext:
+        inp, card = self.inp, self.card
+        return MacroContext(
+            char=inp.speaker,
+            user=inp.user_name,
+            persona=inp.persona_description,
+            description=card.description,
+            scenario=card.scenario,
+            personality=card.personality,
+            last_message=self.visible[-1].text if self.visible else "",
+        )
+
+    def sub(self, text: str, ctx: MacroContext | None = None) -> str:
+        return substitute(text, ctx or self.ctx)
+
+    def run(self) -> Prompt:
+        inp = self.inp
+        parts = [self.build(section) for section in inp.sections if section.get("enabled", True)]
+        history_part = next((part for part in parts if part.is_history), None)
+        unreported: set[int] = set()
+        if history_part is None:
+            # Depth injections need a history block; without one they go last, as after an empty chat.
+            history_part = _Part("Chat history", "marker", is_history=True)
+            parts.append(history_part)
+            unreported.add(id(history_part))
+        world_depth = self.world_at_depth()
+        parts.insert(parts.index(history_part) + 1, world_depth)
+        if not world_depth.messages:
+            unreported.add(id(world_depth))
+        if inp.mode == "continue":
+            parts.append(_Part("Continue", "literal", [_msg("system", CONTINUE_NUDGE)]))
+        elif inp.mode == "impersonate":
+            parts.append(_Part("Impersonate", "literal", [_msg("system", self.sub(IMPERSONATE_NUDGE))]))
+
+        tokens = {id(part): sum(self.count(m["content"]) for m in part.messages) for part in parts}
+        budget = inp.context_size - inp.max_tokens
+        fixed = sum(tokens.values())
+        if id(history_part) in unreported:
+            kept, history_tokens = [], 0
+        else:
+            kept, history_tokens = self.fit_history(budget - fixed)
+        history_part.messages = kept
+        tokens[id(history_part)] = history_tokens
+
+        block = _inject(kept, self.injections(parts))
+        messages: list[dict] = []
+        for part in parts:
+            if part is history_part:
+                messages.extend(block)
+            elif part.depth is None and part is not world_depth:
+                messages.extend(part.messages)
+
+        reports = [
+            SectionReport(part.name, part.kind, tokens[id(part)], len(part.messages))
+            for part in parts
+            if id(part) not in unreported
+        ]
+        return Prompt(
+            messages=messages,
+            sections=reports,
+            history_kept=(self.kept_seqs[0], self.kept_seqs[-1]) if self.kept_seqs else None,
+            history_dropped=len(self.visible) - len(self.kept_seqs),
+            total_tokens=fixed + history_tokens,
+            budget=budget,
+        )
+
+    # Sections
+
+    def build(self, section: dict) -> _Part:
+        kind = section.get("kind", "literal")
+        marker = section.get("marker") or ""
+        name = section.get("name") or marker.replace("_", " ").capitalize() or "Section"
+        if kind == "marker" and marker != "main_prompt":
+            return self.build_marker(section, marker, name)
+        if kind == "marker" or section.get("identifier") == "main":
+            text = self.main_prompt(section.get("text") or "")
+        else:
+            text = self.sub(section.get("text") or "")
+        part = _Part(name, "marker" if kind == "marker" else "literal")
+        part.add(_role(section.get("role")), text)
+        if section.get("injection") == "depth":
+            part.depth = _depth(section.get("depth"))
+        return part
+
+    def main_prompt(self, original: str) -> str:
+        override = self.card.system_prompt
+        if override.strip():
+            return self.sub(ORIGINAL_RE.sub(lambda _: original, override))
+        return self.sub(original)
+
+    def build_marker(self, section: dict, marker: str, name: str) -> _Part:
+        part = _Part(name, "marker")
+        if marker == "chat_history":
+            part.is_history = True
+            return part
+        if marker == "authors_note":
+            text = self.authors_note()
+            part.add(_role(self.inp.authors_note_role), text)
+            if section.get("injection") == "depth":
+                part.depth = _depth(section.get("depth"))
+            else:
+                part.depth = _depth(self.inp.authors_note_depth)
+            return part
+        if marker == "example_dialogue":
+            for text in self.example_dialogue():
+                part.add("system", text)
+            return part
+        builder = {
+            "world_info_before": lambda: self.world_text(Position.BEFORE_CHAR),
+            "world_info_after": lambda: self.world_text(Position.AFTER_CHAR),
+            "char_description": self.char_description,
+            "char_personality": self.char_personality,
+            "scenario": self.scenario,
+            "persona": lambda: self.sub(self.inp.persona_description),
+            "memory": self.memory,
+            "post_history": lambda: self.sub(self.card.post_history_instructions),
+        }.get(marker)
+        if builder:
+            part.add("system", builder())
+        return part
+
+    def world_text(self, position: int) -> str:
+        return self.sub("\n".join(i.content for i in self.world if i.position == position))
+
+    def card_texts(self, field_name: str, label: Callable[[str], str]) -> str:
+        """Join one field of every card; with several cards, {{char}} in each is that card's name."""
+        cards = self.inp.characters or [self.card]
+        if len(cards) == 1:
+            value = getattr(cards[0], field_name)
+            return self.sub(label("{{char}}") + value) if value.strip() else ""
+        lines = []
+        for card in cards:
+            value = getattr(card, field_name)
+            if value.strip():
+                ctx = dataclasses.replace(
+                    self.ctx,
+                    char=card.name,
+                    description=card.description,
+                    personality=card.personality,
+                    scenario=card.scenario,
+                )
+                lines.append(label(card.name) + self.sub(value, ctx))
+        return "\n".join(lines)
+
+    def char_description(self) -> str:
+        single = len(self.inp.characters) <= 1
+        return self.card_texts("description", lambda name: "" if single else f"{name}: ")
+
+    def char_personality(self) -> str:
+        return self.card_texts("personality", lambda name: f"{name}'s personality: ")
+
+    def scenario(self) -> str:
+        single = len(self.inp.characters) <= 1
+        return self.card_texts("scenario", lambda name: "Scenario: " if single else f"Scenario ({name}): ")
+
+    def example_dialogue(self) -> list[str]:
+        texts = [self.world_text(Position.EXAMPLES_TOP)]
+        for block in START_RE.split(self.card.mes_example):
+            if block.strip():
+                texts.append(self.sub("Example dialogue:\n" + block.strip()))
+        texts.append(self.world_text(Position.EXAMPLES_BOTTOM))
+        return texts
+
+    def memory(self) -> str:
+        memory = self.inp.memory_text
+        if not memory.strip():
+            return ""
+        template = self.inp.memory_template
+        if MEMORY_RE.search(template):
+            text = MEMORY_RE.sub(lambda _: memory, template)
+        else:
+            # A template without the slot still must not lose what recall found.
+            text = f"{template}\n{memory}" if template else memory
+        return self.sub(text)
+
+    def authors_note(self) -> str:
+        pieces = [
+            "\n".join(i.content for i in self.world if i.position == Position.AN_TOP),
+            self.inp.authors_note,
+            "\n".join(i.content for i in self.world if i.position == Position.AN_BOTTOM),
+        ]
+        return self.sub("\n".join(piece for piece in pieces if piece.strip()))
+
+    def world_at_depth(self) -> _Part:
+        """Group position-4 world info by (depth, role) into one message each, deepest first."""
+        groups: dict[tuple[int, str], list[str]] = {}
+        for insert in self.world:
+            if insert.position == Position.AT_DEPTH:
+                key = (_depth(insert.depth), WORLD_ROLES.get(insert.role, "system"))
+                groups.setdefault(key, []).append(insert.content)
+        part = _Part(WORLD_AT_DEPTH_NAME, "marker")
+        for rank, key in enumerate(sorted(groups, key=lambda key: (-key[0], ROLES.index(key[1])))):
+            message = _msg(key[1], self.sub("\n".join(groups[key])))
+            part.messages.append(message)
+            self.world_injections.append(_Injection(key[0], (1, rank), message))
+        return part
+
+    # History
+
+    def fit_history(self, room: int) -> tuple[list[dict], int]:
+        """Take visible messages newest first while they fit in `room`; stop at the first that does not."""
+        prefix_tokens: dict[str, int] = {}
+        taken: list[HistoryMessage] = []
+        used = 0
+        for message in reversed(self.visible):
+            tokens = message.tokens if message.tokens is not None else self.count(message.text)
+            prefix = self.prefix(message)
+            if prefix:
+                if prefix not in prefix_tokens:
+                    prefix_tokens[prefix] = self.count(prefix)
+                tokens += prefix_tokens[prefix]
+            if used + tokens > room:
+                break
+            used += tokens
+            taken.append(message)
+        taken.reverse()
+        self.kept_seqs = [message.seq for message in taken]
+        return [_msg(_role(m.role), self.prefix(m) + m.text) for m in taken], used
+
+    def prefix(self, message: HistoryMessage) -> str:
+        return f"{message.name}: " if self.inp.prefix_names and message.name else ""
+
+    def injections(self, parts: list[_Part]) -> list[_Injection]:
+        result = []
+        for index, part in enumerate(parts):
+            if part.depth is not None:
+                result.extend(_Injection(part.depth, (0, index), message) for message in part.messages)
+        return result + self.world_injections
+
+
+def _inject(history: list[dict], injections: list[_Injection]) -> list[dict]:
+    """Insert each injection `depth` messages from the end; deeper than the history means at its start."""
+    size = len(history)
+    slots: dict[int, list[_Injection]] = {}
+    for injection in injections:
+        slots.setdefault(max(0, size - injection.depth), []).append(injection)
+    block: list[dict] = []
+    for index in range(size + 1):
+        # Clamped injections share slot 0; the deeper one still comes first.
+        for injection in sorted(slots.get(index, ()), key=lambda i: (-i.depth, i.rank)):
+            block.append(injection.message)
+        if index < size:
+            block.append(history[index])
+    return block
+
+
+def _speaking_card(inp: PromptInput) -> CardInfo:
+    for card in inp.characters:
+        if card.name == inp.speaker:
+            return card
+    return inp.characters[0] if inp.characters else CardInfo(name=inp.speaker)
+
+
+def _msg(role: str, content: str) -> dict:
+    return {"role": role, "content": content}
+
+
+def _role(role: object) -> str:
+    return role if role in ROLES else "system"
+
+
+def _depth(depth: object) -> int:
+    return max(0, depth) if isinstance(depth, int) else 4

@@ -1,0 +1,227 @@
+"""Gather what a turn's prompt needs from the database and hand it to the pure assembler.
+
+Reads only a bounded tail of the history (pages from the newest back until the context budget
+is full), so a turn's cost does not grow with the length of the chat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import F
+
+from orbchat.connections import gateway
+from orbchat.connections.models import Connection
+from orbchat.connections.services import model_roles_get
+from orbchat.library.models import Preset, WorldBook
+from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
+from orbchat.library.worldtest import book_for_activation
+from orbchat.prompting import assemble, macros, worldinfo
+from rooms import tokens
+from rooms.models import Message, Room, Seat, Variant
+from rooms.services import room_persona
+
+DEFAULT_CONTEXT = 8192
+HISTORY_PAGE = 200
+WORLD_INFO_SHARE = 0.25  # a book with no budget of its own gets this share of the context
+
+
+class NoChatModel(Exception):
+    """The host has not connected a Chat model."""
+
+
+@dataclass
+class TurnPlan:
+    """Everything a generation needs, decided before the first byte goes to the provider."""
+
+    connection: Connection
+    target: gateway.Target
+    params: dict
+    prompt: assemble.Prompt
+    world_info: list[dict] = field(default_factory=list)
+    world_info_state: dict = field(default_factory=dict)
+
+    def preview(self) -> dict:
+        """Return the JSON the host's Preview shows."""
+        return {
+            "messages": self.prompt.messages,
+            "sections": [vars(s) for s in self.prompt.sections],
+            "history_kept": self.prompt.history_kept,
+            "history_dropped": self.prompt.history_dropped,
+            "total_tokens": self.prompt.total_tokens,
+            "budget": self.prompt.budget,
+            "free": max(0, self.prompt.budget - self.prompt.total_tokens),
+            "world_info": self.world_info,
+            "params": self.params,
+        }
+
+
+def _history_tail(
+    room: Room, *, budget: int, exclude_message_id: int | None
+) -> list[assemble.HistoryMessage]:
+    """Return the newest messages whose stored token counts fill the budget, oldest first."""
+    rows: list[assemble.HistoryMessage] = []
+    used = 0
+    before: int | None = None
+    while used <= budget:
+        query = Variant.objects.filter(
+            message__room=room, index=F("message__active_index"), message__hidden=False
+        ).exclude(state=Variant.State.ERROR)
+        if exclude_message_id is not None:
+            query = query.exclude(message_id=exclude_message_id)
+        if before is not None:
+            query = query.filter(message__seq__lt=before)
+        page = list(
+            query.order_by("-message__seq").values(
+                "text", "tokens", "message__seq", "message__kind", "message__speaker_name"
+            )[:HISTORY_PAGE]
+        )
+        for row in page:
+            role = "user" if row["message__kind"] == Message.Kind.HUMAN else "assistant"
+            rows.append(
+                assemble.HistoryMessage(
+                    seq=row["message__seq"],
+                    role=role,
+                    name=row["message__speaker_name"],
+                    text=row["text"],
+                    tokens=row["tokens"] or None,
+                )
+            )
+            used += row["tokens"] or 0
+        if len(page) < HISTORY_PAGE:
+            break
+        before = page[-1]["message__seq"]
+    rows.reverse()
+    return rows
+
+
+def _books(room: Room, seats: list[Seat], persona) -> list[WorldBook]:
+    ids = set(room.world_books.values_list("pk", flat=True))
+    ids.update(WorldBook.objects.filter(owner=room.host, is_global=True).values_list("pk", flat=True))
+    characters = [s.character for s in seats if s.character is not None]
+    ids.update(WorldBook.objects.filter(characters__in=characters).values_list("pk", flat=True))
+    if persona is not None:
+        ids.update(persona.world_books.values_list("pk", flat=True))
+    return list(WorldBook.objects.filter(pk__in=ids).prefetch_related("entries"))
+
+
+def _card(seat: Seat) -> assemble.CardInfo:
+    c = seat.character
+    if c is None:
+        return assemble.CardInfo(name=seat.name)
+    return assemble.CardInfo(
+        name=c.name,
+        description=c.description,
+        personality=c.personality,
+        scenario=c.scenario,
+        mes_example=c.mes_example,
+        system_prompt=c.system_prompt,
+        post_history_instructions=c.post_history_instructions,
+    )
+
+
+def plan_turn(
+    *, room: Room, seat: Seat, mode: str = "normal", exclude_message_id: int | None = None
+) -> TurnPlan:
+    """Decide the prompt and parameters of one turn, as the room's host."""
+    host = room.host
+    roles = model_roles_get(user=host)
+    if roles.chat is None:
+        raise NoChatModel("No Chat model is connected. The host can connect one in Settings → Models.")
+    connection = roles.chat
+    preset = room.preset or Preset.objects.filter(owner=host).order_by("pk").first()
+    samplers = (
+        {name: getattr(preset, name) for name in DEFAULT_SAMPLERS} if preset else dict(DEFAULT_SAMPLERS)
+    )
+    context_size = samplers["context_size"] or gateway.context_size(connection) or DEFAULT_CONTEXT
+    max_tokens = samplers["max_tokens"]
+    count = tokens.counter_for(connection.model.split("/", 1)[-1])
+
+    seats = list(room.seats.filter(presences__left_seq__isnull=True).select_related("character").distinct())
+    persona = room_persona(room)
+    user_name = persona.name if persona else host.get_username()
+    history = _history_tail(room, budget=context_size - max_tokens, exclude_message_id=exclude_message_id)
+
+    books = [book_for_activation(b) for b in _books(room, seats, persona)]
+    share = int(context_size * WORLD_INFO_SHARE)
+    books = [b if b.token_budget else _with_budget(b, share) for b in books]
+    last_message = history[-1].text if history else ""
+    activation = worldinfo.activate(
+        books,
+        [h.text for h in history],
+        message_count=room.next_seq,
+        state=worldinfo.TimedState.from_json(room.world_info_state),
+        count_tokens=count,
+    )
+    inserts = [
+        assemble.WorldInsert(
+            content=a.entry.content,
+            position=a.entry.position,
+            depth=a.entry.depth,
+            role=a.entry.role,
+            order=a.entry.order,
+        )
+        for a in activation.activated
+    ]
+    speaker_card = _card(seat)
+    macro_context = macros.MacroContext(
+        char=seat.name,
+        user=user_name,
+        persona=persona.description if persona else "",
+        description=speaker_card.description,
+        scenario=speaker_card.scenario,
+        personality=speaker_card.personality,
+        last_message=last_message,
+        chat_id=str(room.pk),
+    )
+    prompt = assemble.assemble(
+        assemble.PromptInput(
+            sections=list(preset.sections) if preset else default_sections(),
+            characters=[speaker_card] + [_card(s) for s in seats if s.pk != seat.pk],
+            speaker=seat.name,
+            user_name=user_name,
+            persona_description=persona.description if persona else "",
+            world_info=inserts,
+            authors_note=room.authors_note,
+            authors_note_depth=room.authors_note_depth,
+            authors_note_role=room.authors_note_role,
+            history=history,
+            memory_text="",  # the memory recall issue fills this slot
+            memory_template=preset.memory_template if preset else "Past events:\n{{memory}}",
+            context_size=context_size,
+            max_tokens=max_tokens,
+            macro_context=macro_context,
+            prefix_names=len(seats) > 1,
+            mode=mode,
+            count_tokens=count,
+        )
+    )
+    params = {
+        "temperature": samplers["temperature"],
+        "top_p": samplers["top_p"],
+        "max_tokens": max_tokens,
+        "frequency_penalty": samplers["frequency_penalty"],
+        "presence_penalty": samplers["presence_penalty"],
+    }
+    if samplers["stop"]:
+        params["stop"] = samplers["stop"]
+    if samplers["seed"] is not None:
+        params["seed"] = samplers["seed"]
+    world_info = [
+        {"book": a.book_id, "entry": a.entry.comment or ", ".join(a.entry.keys), "reason": a.reason}
+        for a in activation.activated
+    ]
+    return TurnPlan(
+        connection=connection,
+        target=gateway.target_for(connection),
+        params=params,
+        prompt=prompt,
+        world_info=world_info,
+        world_info_state=activation.state.to_json(),
+    )
+
+
+def _with_budget(book: worldinfo.Book, budget: int) -> worldinfo.Book:
+    from dataclasses import replace
+
+    return replace(book, token_budget=budget)

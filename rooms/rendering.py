@@ -1,0 +1,160 @@
+"""Render chat messages as safe HTML: CommonMark plus roleplay conventions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
+from markdown_it.utils import OptionsDict
+
+__all__ = ["render_message"]
+
+SAFE_URL = re.compile(r"^(?:https?://|mailto:)", re.IGNORECASE)
+SAFE_LANGUAGE = re.compile(r"^[\w.+#-]{1,40}$")
+LINK_REL = "nofollow noopener noreferrer"
+HEADING_TAGS = {"h1": "h4", "h2": "h4", "h3": "h5", "h4": "h6", "h5": "h6", "h6": "h6"}
+
+STRAIGHT = '"'
+CURLY_OPEN = "\u201c"
+CURLY_CLOSE = "\u201d"
+QUOTE_CHARS = re.compile(f"[{STRAIGHT}{CURLY_OPEN}{CURLY_CLOSE}]")
+
+
+def is_safe_url(url: str) -> bool:
+    """Tell whether a normalized URL may become a link."""
+    return bool(SAFE_URL.match(url))
+
+
+def _secure_links(children: list[Token]) -> list[Token]:
+    """Drop links whose target is not allowed, keep their text, and add rel/target to the rest."""
+    kept: list[Token] = []
+    dropped: list[bool] = []
+    for token in children:
+        if token.type == "link_open":
+            href = str(token.attrGet("href") or "")
+            allowed = is_safe_url(href)
+            dropped.append(not allowed)
+            if not allowed:
+                continue
+            token.attrs = {"href": href, "rel": LINK_REL, "target": "_blank"}
+        elif token.type == "link_close":
+            if dropped and dropped.pop():
+                continue
+        kept.append(token)
+    return kept
+
+
+def _quote_pairs(children: Sequence[Token]) -> list[tuple[int, int, int, int]]:
+    """Pair quote marks that open and close inside the same inline container.
+
+    Each pair is (open token, open offset, close token, close offset). Pairing within one
+    container and with a stack keeps the resulting spans properly nested around <em>, <a> etc.
+    """
+    pairs: list[tuple[int, int, int, int]] = []
+    # One stack of pending openers (kind, token, offset) per open container.
+    stacks: list[list[tuple[str, int, int]]] = [[]]
+    for index, token in enumerate(children):
+        if token.nesting == 1:
+            stacks.append([])
+        elif token.nesting == -1:
+            if len(stacks) > 1:
+                stacks.pop()  # openers left unclosed inside the element stay plain text
+        elif token.type == "text":
+            stack = stacks[-1]
+            for match in QUOTE_CHARS.finditer(token.content):
+                char, offset = match.group(), match.start()
+                if char == STRAIGHT:
+                    if stack and stack[-1][0] == STRAIGHT:
+                        _, open_index, open_offset = stack.pop()
+                        pairs.append((open_index, open_offset, index, offset))
+                    else:
+                        stack.append((STRAIGHT, index, offset))
+                elif char == CURLY_OPEN:
+                    stack.append((CURLY_OPEN, index, offset))
+                else:
+                    depth = next(
+                        (d for d in range(len(stack) - 1, -1, -1) if stack[d][0] == CURLY_OPEN), None
+                    )
+                    if depth is not None:
+                        _, open_index, open_offset = stack[depth]
+                        del stack[depth:]
+                        pairs.append((open_index, open_offset, index, offset))
+    return pairs
+
+
+def _mark_speech(children: list[Token]) -> None:
+    """Record where speech spans open and close in each text token, for the text renderer."""
+    for open_index, open_offset, close_index, close_offset in _quote_pairs(children):
+        # (offset, order, is_open): a close sorts before an open at the same offset.
+        children[open_index].meta.setdefault("speech", []).append((open_offset, 1, True))
+        children[close_index].meta.setdefault("speech", []).append((close_offset + 1, 0, False))
+
+
+def _render_text(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: Any
+) -> str:
+    """Escape text, opening and closing speech spans where _mark_speech asked."""
+    token = tokens[idx]
+    cuts = token.meta.get("speech")
+    if not cuts:
+        return escapeHtml(token.content)
+    content, start, parts = token.content, 0, []
+    for offset, _, is_open in sorted(cuts):
+        parts.append(escapeHtml(content[start:offset]))
+        parts.append('<span class="speech">' if is_open else "</span>")
+        start = offset
+    parts.append(escapeHtml(content[start:]))
+    return "".join(parts)
+
+
+def _chat_rules(state: StateCore) -> None:
+    """Secure links, demote headings, tidy fence languages and mark speech."""
+    for token in state.tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = HEADING_TAGS.get(token.tag, "h6")
+        elif token.type == "fence":
+            language = token.info.split(maxsplit=1)[0] if token.info.strip() else ""
+            token.info = language if SAFE_LANGUAGE.match(language) else ""
+        elif token.type == "inline" and token.children:
+            token.children = _secure_links(token.children)
+            _mark_speech(token.children)
+
+
+def _render_image(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: Any
+) -> str:
+    """Show an image as its alt text (or its URL) so nothing is ever fetched."""
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env).strip()
+    if not alt:
+        src = str(token.attrGet("src") or "")
+        alt = src if is_safe_url(src) else "image"
+    return f'<span class="image-alt">{escapeHtml(alt)}</span>'
+
+
+def _build() -> MarkdownIt:
+    """Configure the shared Markdown parser."""
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False, "xhtmlOut": False})
+    md.enable(["table", "strikethrough"])
+    # Links, autolinks, images and reference definitions all consult this before being parsed.
+    md.validateLink = is_safe_url  # type: ignore[method-assign]
+    md.core.ruler.push("orbchat_chat", _chat_rules)
+    md.add_render_rule("image", _render_image)
+    md.add_render_rule("text", _render_text)
+    return md
+
+
+_MD = _build()
+
+
+def render_message(text: str) -> str:
+    """Return safe HTML for a chat message."""
+    if not text or not text.strip():
+        return ""
+    return _MD.render(text)

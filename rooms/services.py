@@ -1,0 +1,354 @@
+"""Writes to rooms. Every change goes through here and broadcasts after commit."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from orbchat.accounts.models import User
+from orbchat.library.models import Character, Persona
+from orbchat.library.selectors import persona_default
+from orbchat.prompting import macros
+from rooms import events, tokens
+from rooms.models import Message, Presence, Room, Seat, Variant
+
+MAX_MESSAGE_CHARS = 100_000
+# A generation that has not written for this long is taken as dead (its process ended).
+STALE_GENERATION = dt.timedelta(seconds=90)
+
+
+class TurnBusy(Exception):
+    """Another reply is being written in this room."""
+
+
+class ActionRefused(Exception):
+    """The action does not apply here; the message says why in plain words."""
+
+
+def _take_seq(room: Room) -> int:
+    """Reserve the room's next seq (the row lock serialises concurrent senders)."""
+    locked = Room.objects.select_for_update().get(pk=room.pk)
+    seq = locked.next_seq
+    Room.objects.filter(pk=room.pk).update(next_seq=F("next_seq") + 1, last_activity=timezone.now())
+    room.next_seq = seq + 1
+    return seq
+
+
+def room_persona(room: Room) -> Persona | None:
+    return room.persona or persona_default(user=room.host)
+
+
+def user_display_name(room: Room, user: User) -> str:
+    persona = room_persona(room) if user.pk == room.host_id else persona_default(user=user)
+    return persona.name if persona else user.get_username()
+
+
+@transaction.atomic
+def room_create_from_character(*, host: User, character: Character) -> Room:
+    """Start a chat: the character is seated and its greeting (with alternates as swipes) is message 0."""
+    room = Room.objects.create(host=host, title=character.name, preset=host.presets.order_by("pk").first())
+    seat = Seat.objects.create(
+        room=room, character=character, name=character.name, talkativeness=character.talkativeness
+    )
+    Presence.objects.create(seat=seat, joined_seq=0)
+    greetings = [g for g in [character.first_mes, *character.alternate_greetings] if g.strip()]
+    if greetings:
+        persona = room_persona(room)
+        context = macros.MacroContext(
+            char=character.name,
+            user=persona.name if persona else host.get_username(),
+            persona=persona.description if persona else "",
+            description=character.description,
+            scenario=character.scenario,
+            personality=character.personality,
+            chat_id=str(room.pk),
+        )
+        message = Message.objects.create(
+            room=room,
+            seq=_take_seq(room),
+            kind=Message.Kind.CHARACTER,
+            seat=seat,
+            speaker_name=character.name,
+        )
+        Variant.objects.bulk_create(
+            [
+                Variant(message=message, room=room, index=i, text=text, tokens=tokens.count(text))
+                for i, text in enumerate(macros.substitute(g, context) for g in greetings)
+            ]
+        )
+    return room
+
+
+@transaction.atomic
+def room_update(*, room: Room, **fields) -> Room:
+    books = fields.pop("world_books", None)
+    for name, value in fields.items():
+        setattr(room, name, value)
+    room.save()
+    if books is not None:
+        room.world_books.set(books)
+    return room
+
+
+@transaction.atomic
+def room_delete(*, room: Room) -> None:
+    room.delete()
+
+
+@transaction.atomic
+def message_create(*, room: Room, author: User, text: str) -> Message:
+    """Save a person's message at the room's next seq and show it to everyone in the room."""
+    text = text.strip()
+    if not text:
+        raise ActionRefused("The message is empty.")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ActionRefused(f"The message is longer than {MAX_MESSAGE_CHARS:,} characters.")
+    message = Message.objects.create(
+        room=room,
+        seq=_take_seq(room),
+        kind=Message.Kind.HUMAN,
+        author=author,
+        speaker_name=user_display_name(room, author),
+    )
+    Variant.objects.create(message=message, room=room, index=0, text=text, tokens=tokens.count(text))
+    events.message_added(message)
+    return message
+
+
+def speaking_seat(room: Room) -> Seat:
+    """Return the seat that answers (solo: the one seated character)."""
+    seat = room.seats.filter(presences__left_seq__isnull=True, muted=False).first()
+    if seat is None:
+        seat = room.seats.filter(presences__left_seq__isnull=True).first()
+    if seat is None:
+        raise ActionRefused("Nobody is seated in this room to answer.")
+    return seat
+
+
+def _clear_stale(room: Room) -> None:
+    cutoff = timezone.now() - STALE_GENERATION
+    for variant in Variant.objects.filter(room=room, state=Variant.State.STREAMING, updated_at__lt=cutoff):
+        variant.state = Variant.State.STOPPED
+        variant.error = "The reply was interrupted (the server stopped while writing it)."
+        variant.finished_at = timezone.now()
+        variant.save(update_fields=["state", "error", "finished_at", "updated_at"])
+
+
+def last_message(room: Room) -> Message | None:
+    return room.messages.order_by("-seq").first()
+
+
+@transaction.atomic
+def turn_begin(*, room: Room, mode: str, seat: Seat | None = None) -> Variant:
+    """Open the streaming variant a reply writes into; refuse when one is already being written.
+
+    mode: "reply" (a new message), "regenerate" (a new swipe of the last reply) or "continue"
+    (append to the last reply).
+    """
+    _clear_stale(room)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            if mode == "reply":
+                seat = seat or speaking_seat(room)
+                message = Message.objects.create(
+                    room=room,
+                    seq=_take_seq(room),
+                    kind=Message.Kind.CHARACTER,
+                    seat=seat,
+                    speaker_name=seat.name,
+                )
+                variant = Variant.objects.create(
+                    message=message, room=room, index=0, state=Variant.State.STREAMING, started_at=now
+                )
+            else:
+                message = last_message(room)
+                if message is None or message.is_human:
+                    raise ActionRefused(f"There is no character reply to {mode}.")
+                if mode == "regenerate":
+                    index = message.variants.count()
+                    variant = Variant.objects.create(
+                        message=message, room=room, index=index, state=Variant.State.STREAMING, started_at=now
+                    )
+                    message.active_index = index
+                    message.save(update_fields=["active_index"])
+                elif mode == "continue":
+                    variant = message.variants.get(index=message.active_index)
+                    variant.state, variant.started_at, variant.error = Variant.State.STREAMING, now, ""
+                    variant.save(update_fields=["state", "started_at", "error", "updated_at"])
+                else:
+                    raise ActionRefused(f"Unknown turn mode {mode!r}.")
+    except IntegrityError as exc:
+        raise TurnBusy("A reply is already being written in this room; wait for it or press Stop.") from exc
+    Room.objects.filter(pk=room.pk).update(last_activity=now)
+    events.message_changed(message, created=mode == "reply")
+    return variant
+
+
+def turn_progress(*, variant_id: int, text: str) -> None:
+    """Save the text so far (a reload mid-reply shows it)."""
+    Variant.objects.filter(pk=variant_id, state=Variant.State.STREAMING).update(
+        text=text, updated_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def turn_record_prompt(*, variant_id: int, prompt: dict, model: str) -> None:
+    Variant.objects.filter(pk=variant_id).update(prompt=prompt, model=model)
+
+
+@transaction.atomic
+def turn_finish(
+    *,
+    variant_id: int,
+    text: str,
+    state: str,
+    finish_reason: str = "",
+    error: str = "",
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    first_token_at: dt.datetime | None = None,
+) -> Variant | None:
+    """Commit the reply. A failed reply that wrote nothing leaves no empty message behind."""
+    variant = Variant.objects.select_for_update().filter(pk=variant_id).select_related("message").first()
+    if variant is None:
+        return None
+    message = variant.message
+    if state == Variant.State.ERROR and not text.strip():
+        if message.variants.count() == 1:
+            message_id = message.pk
+            message.delete()
+            events.messages_removed(variant.room_id, [message_id])
+            return None
+        variant.delete()
+        message.active_index = (
+            message.variants.order_by("-index").values_list("index", flat=True).first() or 0
+        )
+        message.save(update_fields=["active_index"])
+        events.message_changed(message)
+        return None
+    variant.text = text
+    variant.state = state
+    variant.finish_reason = finish_reason
+    variant.error = error
+    variant.tokens = tokens.count(text)
+    variant.prompt_tokens = prompt_tokens
+    variant.completion_tokens = completion_tokens
+    variant.first_token_at = first_token_at or variant.first_token_at
+    variant.finished_at = timezone.now()
+    variant.save()
+    Room.objects.filter(pk=variant.room_id).update(last_activity=timezone.now())
+    events.message_changed(message)
+    return variant
+
+
+@transaction.atomic
+def swipe(*, message: Message, direction: int) -> Message:
+    """Show the previous or next variant. Greetings are swipeable until the first send."""
+    if message.seq == 0 and message.room.messages.count() > 1:
+        raise ActionRefused("Greetings can be swiped only before the first message is sent.")
+    count = message.variants.count()
+    target = message.active_index + direction
+    if not 0 <= target < count:
+        raise ActionRefused("No more swipes that way.")
+    message.active_index = target
+    message.save(update_fields=["active_index"])
+    events.message_changed(message)
+    return message
+
+
+@transaction.atomic
+def message_edit(*, message: Message, text: str) -> Message:
+    variant = message.variants.get(index=message.active_index)
+    if variant.state == Variant.State.STREAMING:
+        raise ActionRefused("This reply is still being written; stop it before editing.")
+    variant.text = text
+    variant.tokens = tokens.count(text)
+    variant.save(update_fields=["text", "tokens", "updated_at"])
+    events.message_changed(message)
+    return message
+
+
+@transaction.atomic
+def message_set_hidden(*, message: Message, hidden: bool) -> Message:
+    message.hidden = hidden
+    message.save(update_fields=["hidden"])
+    events.message_changed(message)
+    return message
+
+
+@transaction.atomic
+def message_delete(*, message: Message, and_after: bool = False) -> list[int]:
+    """Delete a message (or it and everything after it); return the deleted ids."""
+    room = message.room
+    doomed = room.messages.filter(seq__gte=message.seq) if and_after else room.messages.filter(pk=message.pk)
+    if Variant.objects.filter(message__in=doomed, state=Variant.State.STREAMING).exists():
+        raise ActionRefused("A reply is being written there; stop it first.")
+    ids = list(doomed.values_list("pk", flat=True))
+    doomed.delete()
+    events.messages_removed(room.pk, ids)
+    return ids
+
+
+@transaction.atomic
+def room_fork(*, room: Room, at_seq: int) -> Room:
+    """Copy the room up to and including message `at_seq`; the parent is untouched."""
+    fork = Room.objects.create(
+        host=room.host,
+        title=f"{room.title} (fork at #{at_seq})",
+        persona=room.persona,
+        preset=room.preset,
+        authors_note=room.authors_note,
+        authors_note_depth=room.authors_note_depth,
+        authors_note_role=room.authors_note_role,
+        settings=room.settings,
+        tags=room.tags,
+        parent=room,
+        forked_at_seq=at_seq,
+        next_seq=at_seq + 1,
+    )
+    fork.world_books.set(room.world_books.all())
+    seats = {}
+    for seat in room.seats.all():
+        seats[seat.pk] = Seat.objects.create(
+            room=fork,
+            character=seat.character,
+            name=seat.name,
+            talkativeness=seat.talkativeness,
+            muted=seat.muted,
+        )
+        for presence in seat.presences.filter(joined_seq__lte=at_seq):
+            left = (
+                presence.left_seq if presence.left_seq is not None and presence.left_seq <= at_seq else None
+            )
+            Presence.objects.create(seat=seats[seat.pk], joined_seq=presence.joined_seq, left_seq=left)
+    for message in room.messages.filter(seq__lte=at_seq).prefetch_related("variants"):
+        copy = Message.objects.create(
+            room=fork,
+            seq=message.seq,
+            kind=message.kind,
+            author=message.author,
+            seat=seats.get(message.seat_id),
+            speaker_name=message.speaker_name,
+            hidden=message.hidden,
+            active_index=message.active_index,
+        )
+        Variant.objects.bulk_create(
+            [
+                Variant(
+                    message=copy,
+                    room=fork,
+                    index=v.index,
+                    text=v.text,
+                    state=Variant.State.DONE if v.state == Variant.State.STREAMING else v.state,
+                    model=v.model,
+                    tokens=v.tokens,
+                    finish_reason=v.finish_reason,
+                )
+                for v in message.variants.all()
+            ]
+        )
+    return fork

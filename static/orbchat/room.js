@@ -1,0 +1,162 @@
+// A room page: one socket to the room; messages arrive as server-rendered HTML, tokens as text.
+(function () {
+  "use strict";
+  const root = document.querySelector(".room");
+  if (!root) return;
+  const roomId = root.dataset.room;
+  const list = document.getElementById("messages");
+  const input = document.getElementById("composer-text");
+  const notice = document.getElementById("notice");
+  const retry = document.getElementById("retry");
+  const csrf = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"];
+  let socket = null;
+  let delay = 500;
+  const queue = [];
+
+  function url(kind, messageId) {
+    return root.dataset[kind + "Url"].replace("/messages/0/", `/messages/${messageId}/`);
+  }
+
+  function showNotice(text, canRetry) {
+    notice.hidden = false;
+    notice.querySelector(".notice-text").textContent = text;
+    retry.hidden = !canRetry;
+  }
+
+  function clearNotice() {
+    notice.hidden = true;
+  }
+
+  function send(frame) {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(frame));
+    else queue.push(frame);
+  }
+
+  function upsert(id, html) {
+    const template = document.createElement("template");
+    template.innerHTML = html.trim();
+    const fresh = template.content.firstElementChild;
+    const existing = document.getElementById(`m-${id}`);
+    if (existing) existing.replaceWith(fresh);
+    else list.appendChild(fresh);
+    fresh.scrollIntoView({ block: "nearest" });
+  }
+
+  function onEvent(data) {
+    if (data.type === "message") upsert(data.id, data.html);
+    else if (data.type === "token") {
+      const item = document.getElementById(`m-${data.message}`);
+      if (item) {
+        item.querySelector(".text").append(document.createTextNode(data.delta));
+        item.scrollIntoView({ block: "nearest" });
+      }
+    } else if (data.type === "removed") {
+      data.ids.forEach((id) => document.getElementById(`m-${id}`)?.remove());
+    } else if (data.type === "notice") showNotice(data.text, data.retry);
+    else if (data.type === "draft") {
+      input.value = data.text;
+      input.focus();
+    }
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${scheme}://${location.host}/ws/rooms/${roomId}/`);
+    socket.addEventListener("open", () => {
+      delay = 500;
+      root.dataset.socket = "open";
+      while (queue.length) socket.send(JSON.stringify(queue.shift()));
+    });
+    socket.addEventListener("message", (event) => onEvent(JSON.parse(event.data)));
+    socket.addEventListener("close", (event) => {
+      root.dataset.socket = "closed";
+      if (event.code === 4404) {
+        showNotice("You no longer have access to this room.", false);
+        return;
+      }
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 15000);
+    });
+  }
+
+  async function post(target, body) {
+    const response = await fetch(target, {
+      method: "POST",
+      headers: { "X-CSRFToken": csrf },
+      body: new URLSearchParams(body),
+    });
+    if (!response.ok) {
+      const data = await response.json().catch(() => ({}));
+      showNotice(data.error || `The server refused (${response.status}).`, false);
+    }
+    return response;
+  }
+
+  function startEdit(item) {
+    const raw = item.querySelector("template.raw").innerHTML;
+    const box = document.createElement("textarea");
+    box.className = "edit-box";
+    box.value = new DOMParser().parseFromString(raw, "text/html").documentElement.textContent;
+    box.rows = Math.min(20, box.value.split("\n").length + 1);
+    const save = document.createElement("button");
+    save.type = "button";
+    save.textContent = "Save edit";
+    save.className = "primary";
+    const text = item.querySelector(".text");
+    text.replaceChildren(box, save);
+    box.focus();
+    save.addEventListener("click", async () => {
+      const response = await post(url("edit", item.dataset.id), { text: box.value });
+      if (response.ok) upsert(item.dataset.id, await response.text());
+    });
+  }
+
+  list.addEventListener("click", async (event) => {
+    const button = event.target.closest("[data-action]");
+    if (!button) return;
+    const item = button.closest(".message");
+    const id = item.dataset.id;
+    const action = button.dataset.action;
+    if (action === "swipe") send({ type: "swipe", message: id, direction: button.dataset.direction });
+    else if (action === "edit") startEdit(item);
+    else if (action === "copy") {
+      const raw = new DOMParser().parseFromString(item.querySelector("template.raw").innerHTML, "text/html");
+      await navigator.clipboard?.writeText(raw.documentElement.textContent);
+    } else if (action === "hide") {
+      const response = await post(url("hide", id), { hidden: button.dataset.hidden });
+      if (response.ok) upsert(id, await response.text());
+    } else if (action === "delete" || action === "delete-after") {
+      const after = action === "delete-after";
+      const question = after ? "Delete this message and everything after it?" : "Delete this message?";
+      if (!window.confirm(question)) return;
+      const response = await post(url("delete", id), { after: after ? "1" : "0" });
+      if (response.ok) (await response.json()).deleted.forEach((m) => document.getElementById(`m-${m}`)?.remove());
+    }
+  });
+
+  document.getElementById("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    clearNotice();
+    send({ type: "send", text });
+    input.value = "";
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      document.getElementById("composer").requestSubmit();
+    }
+  });
+  document.getElementById("stop").addEventListener("click", () => send({ type: "stop" }));
+  document.getElementById("regenerate").addEventListener("click", () => { clearNotice(); send({ type: "regenerate" }); });
+  document.getElementById("continue").addEventListener("click", () => { clearNotice(); send({ type: "continue" }); });
+  document.getElementById("impersonate").addEventListener("click", () => send({ type: "impersonate" }));
+  retry.addEventListener("click", () => {
+    clearNotice();
+    const last = list.lastElementChild;
+    send({ type: last && last.dataset.kind === "character" && last.dataset.seq !== "0" ? "regenerate" : "reply" });
+  });
+
+  connect();
+})();
