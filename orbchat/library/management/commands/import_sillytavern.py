@@ -9,13 +9,17 @@ from orbchat.library import services
 
 
 class Command(BaseCommand):
-    help = "Import SillyTavern files (cards PNG/JSON, World Info books, presets) into a user's library."
+    help = (
+        "Import SillyTavern files (cards PNG/JSON, World Info books, presets) into a user's library; "
+        "chats (.jsonl) go onto the character given with --character."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("paths", nargs="+", help="Files to import.")
         parser.add_argument("--user", required=True, help="Username of the library's owner.")
+        parser.add_argument("--character", type=int, help="Character id that .jsonl chats are imported onto.")
 
-    def handle(self, *args, paths: list[str], user: str, **options) -> None:
+    def handle(self, *args, paths: list[str], user: str, character: int | None = None, **options) -> None:
         try:
             owner = User.objects.get(username=user)
         except User.DoesNotExist as exc:
@@ -29,6 +33,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"refused {path}: {exc.strerror or exc}")
                 refused += 1
                 continue
+            if path.suffix.lower() == ".jsonl":
+                refused += self._import_chat(owner, path, content, character)
+                continue
             try:
                 imported = services.import_file(owner=owner, filename=path.name, content=content)
             except services.ImportRefused as exc:
@@ -39,3 +46,23 @@ class Command(BaseCommand):
             self.stdout.write(f"imported {imported.kind} {imported.obj.pk} {imported.obj}")
         if refused:
             raise SystemExit(1)
+
+    def _import_chat(self, owner: User, path: Path, content: bytes, character_id: int | None) -> int:
+        """Import one chat; return 1 when it was refused."""
+        from orbchat.interop.errors import InteropError
+        from orbchat.library.models import Character
+        from rooms.chatfiles import chat_import
+
+        character = Character.objects.filter(pk=character_id, owner=owner).first() if character_id else None
+        if character is None:
+            self.stdout.write(f"refused {path}: a chat needs --character with the id of one of {owner}'s characters")
+            return 1
+        try:
+            room, problems = chat_import(host=owner, character=character, content=content)
+        except InteropError as exc:
+            self.stdout.write(f"refused {path}: {exc}")
+            return 1
+        self.stdout.write(f"imported chat {room.pk} {room.title}")
+        for problem in problems:
+            self.stderr.write(f"skipped in {path}: {problem}")
+        return 0

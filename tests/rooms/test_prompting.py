@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import pytest
+
+from rooms import prompting, services
+from rooms.models import Variant
+
+pytestmark = pytest.mark.django_db
+
+
+def plan(room):
+    return prompting.plan_turn(room=room, seat=room.seats.get())
+
+
+def contents(prompt):
+    return "\n".join(m["content"] for m in prompt.messages)
+
+
+def test_the_prompt_holds_card_persona_world_info_and_authors_note(room, host, connected, character):
+    services.room_update(room=room, authors_note="Keep the fog thick.")
+    services.message_create(room=room, author=host, text="What is the Ledger of Passing?")
+    turn = plan(room)
+    text = contents(turn.prompt)
+    assert character.description[:40].replace("{{char}}", character.name) in text
+    assert host.personas.get(is_default=True).description[:30] in text
+    assert "Keep the fog thick." in text
+    assert turn.world_info and any("Ledger" in w["entry"] for w in turn.world_info)
+    assert turn.prompt.messages[-1]["content"].startswith("What is the Ledger") or "What is the Ledger" in text
+
+
+def test_hidden_messages_stay_out_and_memory_adds_nothing_when_empty(room, host, connected):
+    secret = services.message_create(room=room, author=host, text="A secret aside")
+    services.message_set_hidden(message=secret, hidden=True)
+    services.message_create(room=room, author=host, text="Visible line")
+    turn = plan(room)
+    assert "A secret aside" not in contents(turn.prompt)
+    assert "Past events" not in contents(turn.prompt)
+
+
+def test_history_is_cut_to_the_context_and_the_kept_range_reported(room, host, connected):
+    preset = room.preset
+    preset.context_size, preset.max_tokens = 3000, 200
+    preset.save()
+    for i in range(300):
+        services.message_create(room=room, author=host, text=f"Message number {i} " + "words " * 20)
+    turn = plan(room)
+    first, last = turn.prompt.history_kept
+    assert last == 300 and first > 1
+    assert turn.prompt.history_dropped > 0
+    assert turn.prompt.total_tokens <= turn.prompt.budget
+
+
+def test_the_recorded_prompt_is_what_the_preview_reads(room, host, connected):
+    services.message_create(room=room, author=host, text="Hi")
+    turn = plan(room)
+    variant = services.turn_begin(room=room, mode="reply")
+    services.turn_record_prompt(variant_id=variant.pk, prompt=turn.preview(), model=turn.connection.model)
+    stored = Variant.objects.get(pk=variant.pk)
+    assert stored.prompt["messages"] == turn.prompt.messages and stored.model == "openai/fake-model"
+
+
+def test_no_chat_model_is_named(room):
+    with pytest.raises(prompting.NoChatModel, match="Settings → Models"):
+        plan(room)
