@@ -34,3 +34,19 @@ def page(browser, live_site, transactional_db):
     page.set_default_timeout(15000)
     yield page
     context.close()
+
+
+@pytest.fixture
+def signed_in_page(page):
+    """A browser tab signed in as the owner (with the starter pack)."""
+    from playwright.sync_api import expect
+
+    from tests.factories import PASSWORD, make_owner
+
+    make_owner(username="owner")
+    page.goto("/login/")
+    page.get_by_label("Username").fill("owner")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Chats", exact=True)).to_be_visible()
+    return page

@@ -5,21 +5,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD, make_owner
 from tests.library.cards import lorebook, png_card, v2_card
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def signed_in_page(page):
-    make_owner(username="owner")
-    page.goto("/login/")
-    page.get_by_label("Username").fill("owner")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Chats", exact=True)).to_be_visible()
-    return page
 
 
 def test_import_a_card_and_see_its_greeting_and_lorebook(signed_in_page, tmp_path):
