@@ -125,7 +125,9 @@ CHROMA_URL = env.chroma_url()
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL}], "prefix": "orbchat"},
+        # redis-py 8 times reads out after 5 s by default, exactly channels_redis's BZPOPMIN
+        # wait: an idle socket would then fail at random. Reads get a longer allowance.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "prefix": "orbchat"},
     }
 }
 

@@ -6,7 +6,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from orbchat.connections.gateway import plain_error
-from rooms import events, permissions, services, turns
+from rooms import events, permissions, relay, services, turns
 from rooms.models import Message, Room
 
 CLOSE_NOT_ALLOWED = 4404
@@ -14,13 +14,14 @@ CLOSE_NOT_ALLOWED = 4404
 
 class RoomConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
+        events.bind_loop()
         self.room_id = int(self.scope["url_route"]["kwargs"]["room_id"])
         user = self.scope.get("user")
         if not await database_sync_to_async(self._allowed)(user):
             await self.close(code=CLOSE_NOT_ALLOWED)
             return
-        self.group = events.room_group(self.room_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await relay.join(self.room_id, self)
+        self.joined = True
         await self.accept()
 
     def _allowed(self, user) -> bool:
@@ -28,8 +29,8 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
         return room is not None and user is not None and permissions.can_enter(user, room)
 
     async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "joined", False):
+            await relay.leave(self.room_id, self)
 
     async def receive_json(self, content: dict, **kwargs) -> None:
         action = content.get("type")
@@ -50,8 +51,12 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
 
     async def do_send(self, content: dict, user) -> None:
         text = str(content.get("text", ""))
-        room = await database_sync_to_async(Room.objects.get)(pk=self.room_id)
-        await database_sync_to_async(services.message_create)(room=room, author=user, text=text)
+
+        def create() -> None:
+            room = Room.objects.select_related("host", "persona").get(pk=self.room_id)
+            services.message_create(room=room, author=user, text=text)
+
+        await database_sync_to_async(create)()
         await turns.start_turn(self.room_id, "reply")
 
     async def do_reply(self, content: dict, user) -> None:

@@ -1,25 +1,82 @@
 """Room events: everything a room's members may see goes to the group `room.<id>` after commit.
 
 Host-only data (the Preview, recall detail) never goes here.
+
+When a web process's event loop is known (the room socket binds it), events are handed to an
+ordered outbox on that loop instead of being sent from the database thread: rendering and
+sending then happen off the path of the request that caused them, and still in order.
 """
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
+import asyncio
+import contextvars
+import weakref
+from collections.abc import Callable
+
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import close_old_connections, transaction
+
+_loop: asyncio.AbstractEventLoop | None = None
+_outboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop
 
 
 def room_group(room_id: int) -> str:
     return f"room.{room_id}"
 
 
-def send_now(room_id: int, event: dict) -> None:
-    async_to_sync(get_channel_layer().group_send)(room_group(room_id), event)
+def bind_loop() -> None:
+    """Remember the running loop (call from async code): later events go through its outbox."""
+    global _loop
+    _loop = asyncio.get_running_loop()
 
 
-def _after_commit(room_id: int, event_factory) -> None:
-    transaction.on_commit(lambda: send_now(room_id, event_factory()))
+def _build(factory: Callable[[], dict]) -> dict:
+    """Run an event factory in a worker thread with its own, closed-after database connection."""
+    close_old_connections()
+    try:
+        return factory()
+    finally:
+        close_old_connections()
+
+
+async def _pump(queue: asyncio.Queue) -> None:
+    layer = get_channel_layer()
+    while True:
+        room_id, factory = await queue.get()
+        # Not the shared database thread: rendering must not queue ahead of the next turn's work.
+        event = await sync_to_async(_build, thread_sensitive=False)(factory)
+        await layer.group_send(room_group(room_id), event)
+
+
+def _enqueue(room_id: int, factory: Callable[[], dict]) -> None:
+    loop = asyncio.get_running_loop()
+    queue = _outboxes.get(loop)
+    if queue is None:
+        queue = _outboxes[loop] = asyncio.Queue()
+        # A fresh context: the pump must not inherit the database thread's sync-context markers.
+        loop.create_task(_pump(queue), context=contextvars.Context())
+    queue.put_nowait((room_id, factory))
+
+
+def send(room_id: int, factory: Callable[[], dict]) -> None:
+    loop = _loop
+    if loop is not None and loop.is_running() and not _in_loop_thread(loop):
+        loop.call_soon_threadsafe(_enqueue, room_id, factory, context=contextvars.Context())
+    else:
+        async_to_sync(get_channel_layer().group_send)(room_group(room_id), factory())
+
+
+def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _after_commit(room_id: int, factory: Callable[[], dict]) -> None:
+    transaction.on_commit(lambda: send(room_id, factory))
 
 
 def message_added(message) -> None:
@@ -28,14 +85,13 @@ def message_added(message) -> None:
 
 def message_changed(message, *, created: bool = False) -> None:
     """Send the message's rendered HTML (the same partial the page renders)."""
-    from rooms.presenters import message_html
-
     room_id, message_id, seq = message.room_id, message.pk, message.seq
 
     def event() -> dict:
         from rooms.models import Message
+        from rooms.presenters import message_html
 
-        fresh = Message.objects.filter(pk=message_id).select_related("room").first()
+        fresh = Message.objects.filter(pk=message_id).first()
         if fresh is None:
             return {"type": "room.removed", "ids": [message_id]}
         return {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import F
+from django.db.models import F, Q
 
 from orbchat.connections import gateway
 from orbchat.connections.models import Connection
@@ -59,50 +59,50 @@ class TurnPlan:
 def _history_tail(
     room: Room, *, budget: int, exclude_message_id: int | None
 ) -> list[assemble.HistoryMessage]:
-    """Return the newest messages whose stored token counts fill the budget, oldest first."""
+    """Return the newest messages whose stored token counts fill the budget, oldest first.
+
+    Pages through messages by the (room, seq) index, newest first, so the cost follows the
+    budget and not the length of the chat.
+    """
     rows: list[assemble.HistoryMessage] = []
     used = 0
     before: int | None = None
+    shown = [Variant.State.DONE, Variant.State.STOPPED, Variant.State.STREAMING]
     while used <= budget:
-        query = Variant.objects.filter(
-            message__room=room, index=F("message__active_index"), message__hidden=False
-        ).exclude(state=Variant.State.ERROR)
+        # One join per page: each message with its active variant, newest first by (room, seq).
+        messages = Message.objects.filter(
+            room=room, hidden=False, variants__index=F("active_index"), variants__state__in=shown
+        )
         if exclude_message_id is not None:
-            query = query.exclude(message_id=exclude_message_id)
+            messages = messages.exclude(pk=exclude_message_id)
         if before is not None:
-            query = query.filter(message__seq__lt=before)
+            messages = messages.filter(seq__lt=before)
         page = list(
-            query.order_by("-message__seq").values(
-                "text", "tokens", "message__seq", "message__kind", "message__speaker_name"
+            messages.order_by("-seq").values_list(
+                "seq", "kind", "speaker_name", "variants__text", "variants__tokens"
             )[:HISTORY_PAGE]
         )
-        for row in page:
-            role = "user" if row["message__kind"] == Message.Kind.HUMAN else "assistant"
+        for seq, kind, name, text, count in page:
+            role = "user" if kind == Message.Kind.HUMAN else "assistant"
             rows.append(
-                assemble.HistoryMessage(
-                    seq=row["message__seq"],
-                    role=role,
-                    name=row["message__speaker_name"],
-                    text=row["text"],
-                    tokens=row["tokens"] or None,
-                )
+                assemble.HistoryMessage(seq=seq, role=role, name=name, text=text, tokens=count or None)
             )
-            used += row["tokens"] or 0
+            used += count or 0
         if len(page) < HISTORY_PAGE:
             break
-        before = page[-1]["message__seq"]
+        before = page[-1][0]
     rows.reverse()
     return rows
 
 
 def _books(room: Room, seats: list[Seat], persona) -> list[WorldBook]:
-    ids = set(room.world_books.values_list("pk", flat=True))
-    ids.update(WorldBook.objects.filter(owner=room.host, is_global=True).values_list("pk", flat=True))
-    characters = [s.character for s in seats if s.character is not None]
-    ids.update(WorldBook.objects.filter(characters__in=characters).values_list("pk", flat=True))
+    """Return the books in play: the chat's, the host's global ones, the cards' and the persona's."""
+    characters = [s.character_id for s in seats if s.character_id is not None]
+    match = Q(rooms=room) | Q(owner=room.host_id, is_global=True) | Q(characters__in=characters)
     if persona is not None:
-        ids.update(persona.world_books.values_list("pk", flat=True))
-    return list(WorldBook.objects.filter(pk__in=ids).prefetch_related("entries"))
+        match |= Q(personas=persona)
+    ids = set(WorldBook.objects.filter(match).values_list("pk", flat=True))
+    return list(WorldBook.objects.filter(pk__in=ids).prefetch_related("entries")) if ids else []
 
 
 def _card(seat: Seat) -> assemble.CardInfo:

@@ -142,11 +142,13 @@ def last_message(room: Room) -> Message | None:
 
 
 @transaction.atomic
-def turn_begin(*, room: Room, mode: str, seat: Seat | None = None) -> Variant:
+def turn_begin(
+    *, room: Room, mode: str, seat: Seat | None = None, prompt: dict | None = None, model: str = ""
+) -> Variant:
     """Open the streaming variant a reply writes into; refuse when one is already being written.
 
     mode: "reply" (a new message), "regenerate" (a new swipe of the last reply) or "continue"
-    (append to the last reply).
+    (append to the last reply). `prompt` is the exact prompt, kept for the host's Preview.
     """
     _clear_stale(room)
     now = timezone.now()
@@ -162,7 +164,13 @@ def turn_begin(*, room: Room, mode: str, seat: Seat | None = None) -> Variant:
                     speaker_name=seat.name,
                 )
                 variant = Variant.objects.create(
-                    message=message, room=room, index=0, state=Variant.State.STREAMING, started_at=now
+                    message=message,
+                    room=room,
+                    index=0,
+                    state=Variant.State.STREAMING,
+                    started_at=now,
+                    prompt=prompt,
+                    model=model,
                 )
             else:
                 message = last_message(room)
@@ -171,14 +179,23 @@ def turn_begin(*, room: Room, mode: str, seat: Seat | None = None) -> Variant:
                 if mode == "regenerate":
                     index = message.variants.count()
                     variant = Variant.objects.create(
-                        message=message, room=room, index=index, state=Variant.State.STREAMING, started_at=now
+                        message=message,
+                        room=room,
+                        index=index,
+                        state=Variant.State.STREAMING,
+                        started_at=now,
+                        prompt=prompt,
+                        model=model,
                     )
                     message.active_index = index
                     message.save(update_fields=["active_index"])
                 elif mode == "continue":
                     variant = message.variants.get(index=message.active_index)
                     variant.state, variant.started_at, variant.error = Variant.State.STREAMING, now, ""
-                    variant.save(update_fields=["state", "started_at", "error", "updated_at"])
+                    variant.prompt, variant.model = prompt, model or variant.model
+                    variant.save(
+                        update_fields=["state", "started_at", "error", "prompt", "model", "updated_at"]
+                    )
                 else:
                     raise ActionRefused(f"Unknown turn mode {mode!r}.")
     except IntegrityError as exc:
@@ -193,11 +210,6 @@ def turn_progress(*, variant_id: int, text: str) -> None:
     Variant.objects.filter(pk=variant_id, state=Variant.State.STREAMING).update(
         text=text, updated_at=timezone.now()
     )
-
-
-@transaction.atomic
-def turn_record_prompt(*, variant_id: int, prompt: dict, model: str) -> None:
-    Variant.objects.filter(pk=variant_id).update(prompt=prompt, model=model)
 
 
 @transaction.atomic

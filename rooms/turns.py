@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -31,30 +32,80 @@ PROVIDER_TIMEOUT = 120.0  # seconds without an answer before a turn is called fa
 _running: set[asyncio.Task] = set()  # keep references: the loop holds tasks only weakly
 
 
+class TokenSender:
+    """Send tokens to the room group without ever falling behind the provider.
+
+    A token goes out at once when nothing is in flight; tokens that arrive while a send is
+    in flight go out together in the next one. With many tabs a send costs more than the gap
+    between tokens, and this keeps the delay at about one send instead of a growing queue.
+    """
+
+    def __init__(self, group: str, variant: Variant) -> None:
+        self.group = group
+        self.message_id = variant.message_id
+        self.variant_id = variant.pk
+        self.pending: list[str] = []
+        self.wake = asyncio.Event()
+        self.closing = False
+        self.task = asyncio.create_task(self._run())
+
+    def add(self, delta: str) -> None:
+        self.pending.append(delta)
+        self.wake.set()
+
+    async def _run(self) -> None:
+        layer = get_channel_layer()
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self.pending:
+                delta, self.pending = "".join(self.pending), []
+                await layer.group_send(
+                    self.group,
+                    {
+                        "type": "room.token",
+                        "message": self.message_id,
+                        "variant": self.variant_id,
+                        "delta": delta,
+                    },
+                )
+            if self.closing and not self.pending:
+                return
+
+    async def close(self) -> None:
+        """Send what is left, then stop."""
+        self.closing = True
+        self.wake.set()
+        await self.task
+
+
 def stop_key(room_id: int) -> str:
     return f"orbchat:stop:{room_id}"
 
 
+# Per event loop: a loop that is gone (a finished test, say) takes its client with it.
+_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _redis():
+    """Return this event loop's Redis client (connections are pooled, not made per call)."""
     import redis.asyncio as aioredis
 
-    return aioredis.Redis.from_url(settings.REDIS_URL)
+    key = asyncio.get_running_loop()
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = aioredis.Redis.from_url(settings.REDIS_URL)
+    return client
 
 
 async def request_stop(room_id: int) -> None:
-    client = _redis()
-    try:
-        await client.set(stop_key(room_id), "1", ex=STOP_TTL)
-    finally:
-        await client.aclose()
+    """Ask the room's running reply to stop; a reply started after this moment ignores it."""
+    await _redis().set(stop_key(room_id), str(time.time()), ex=STOP_TTL)
 
 
-async def _clear_stop(room_id: int) -> None:
-    client = _redis()
-    try:
-        await client.delete(stop_key(room_id))
-    finally:
-        await client.aclose()
+async def _stop_requested(room_id: int, since: float) -> bool:
+    value = await _redis().get(stop_key(room_id))
+    return value is not None and float(value) >= since
 
 
 async def notice(room_id: int, text: str, *, retry: bool = False) -> None:
@@ -75,8 +126,9 @@ def _begin(room_id: int, mode: str) -> tuple[Variant, TurnPlan]:
     plan = plan_turn(
         room=room, seat=seat, mode="continue" if mode == "continue" else "normal", exclude_message_id=exclude
     )
-    variant = services.turn_begin(room=room, mode=mode, seat=seat)
-    services.turn_record_prompt(variant_id=variant.pk, prompt=plan.preview(), model=plan.connection.model)
+    variant = services.turn_begin(
+        room=room, mode=mode, seat=seat, prompt=plan.preview(), model=plan.connection.model
+    )
     return variant, plan
 
 
@@ -90,7 +142,6 @@ async def start_turn(room_id: int, mode: str = "reply") -> Variant | None:
     except (services.ActionRefused, NoChatModel) as exc:
         await notice(room_id, str(exc))
         return None
-    await _clear_stop(room_id)
     task = asyncio.create_task(stream(variant, plan))
     _running.add(task)
     task.add_done_callback(_running.discard)
@@ -102,14 +153,13 @@ async def stream(variant: Variant, plan: TurnPlan) -> None:
     import litellm
 
     room_id = variant.room_id
-    group = events.room_group(room_id)
-    layer = get_channel_layer()
+    sender = TokenSender(events.room_group(room_id), variant)
     text = variant.text  # "continue" appends to what is there
     state, finish_reason, error = Variant.State.DONE, "", ""
     usage = {}
     first_token_at = None
     last_save = last_poll = time.monotonic()
-    client = _redis()
+    started = time.time()
     try:
         response = await litellm.acompletion(
             model=plan.target.model,
@@ -135,19 +185,11 @@ async def stream(variant: Variant, plan: TurnPlan) -> None:
                 if first_token_at is None:
                     first_token_at = timezone.now()
                 text += delta
-                await layer.group_send(
-                    group,
-                    {
-                        "type": "room.token",
-                        "message": variant.message_id,
-                        "variant": variant.pk,
-                        "delta": delta,
-                    },
-                )
+                sender.add(delta)
             now = time.monotonic()
             if now - last_poll >= STOP_POLL:
                 last_poll = now
-                if await client.exists(stop_key(room_id)):
+                if await _stop_requested(room_id, started):
                     state, finish_reason = Variant.State.STOPPED, "stopped"
                     break
             if now - last_save >= SAVE_EVERY:
@@ -163,8 +205,7 @@ async def stream(variant: Variant, plan: TurnPlan) -> None:
         state, error = Variant.State.ERROR, plain_error(exc)
         log.info("turn in room %s failed: %s", room_id, error)
     finally:
-        await client.delete(stop_key(room_id))
-        await client.aclose()
+        await sender.close()
         await database_sync_to_async(services.turn_finish)(
             variant_id=variant.pk,
             text=text,

@@ -34,7 +34,7 @@ def real_services(service_dir):
         started.append(process)
 
     settings.REDIS_URL = redis_url
-    settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": redis_url}]
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = redis_url
     settings.CELERY_BROKER_URL = env.celery_broker_url(redis_url)
     settings.CHROMA_URL = chroma_url
     from orbchat.celery import app

@@ -10,6 +10,7 @@
   const retry = document.getElementById("retry");
   const csrf = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"];
   let socket = null;
+  const early = new Map();  // tokens that arrived before their message's slot
   let delay = 500;
   const queue = [];
 
@@ -39,6 +40,10 @@
     const existing = document.getElementById(`m-${id}`);
     if (existing) existing.replaceWith(fresh);
     else list.appendChild(fresh);
+    if (early.has(String(id))) {
+      if (fresh.classList.contains("streaming")) fresh.querySelector(".text").append(early.get(String(id)));
+      early.delete(String(id));
+    }
     fresh.scrollIntoView({ block: "nearest" });
   }
 
@@ -49,6 +54,8 @@
       if (item) {
         item.querySelector(".text").append(document.createTextNode(data.delta));
         item.scrollIntoView({ block: "nearest" });
+      } else {
+        early.set(String(data.message), (early.get(String(data.message)) || "") + data.delta);
       }
     } else if (data.type === "removed") {
       data.ids.forEach((id) => document.getElementById(`m-${id}`)?.remove());

@@ -45,7 +45,7 @@ def send(page, text):
 def test_chat_send_stream_swipe_regenerate_continue_edit_fork_delete(chat_page, fake_llm):
     page = chat_page
     fake_llm.script(
-        Reply("*Mira looks up.* \"You came back.\" " + "The tide hums. " * 8, token_delay=0.08),
+        Reply('*Mira looks up.* "You came back." ' + "The tide hums. " * 8, token_delay=0.08),
         Reply("A second take."),
         Reply(" And she smiles."),
     )
@@ -88,7 +88,9 @@ def test_chat_send_stream_swipe_regenerate_continue_edit_fork_delete(chat_page, 
 def test_reload_mid_reply_then_stop(chat_page, fake_llm):
     page = chat_page
     words = " ".join(f"word{i}" for i in range(30))
-    fake_llm.script(Reply(words, token_delay=0.15), Reply(" ".join(f"slow{i}" for i in range(200)), token_delay=0.1))
+    fake_llm.script(
+        Reply(words, token_delay=0.15), Reply(" ".join(f"slow{i}" for i in range(200)), token_delay=0.1)
+    )
     send(page, "Tell me everything.")
     expect(page.locator(".message.streaming")).to_contain_text("word3")
     page.reload()

@@ -45,6 +45,8 @@ class Reply:
     first_token_delay: float = 0.0
     cut_after: int | None = None
     finish_reason: str = "stop"
+    # Benchmarks: each token is its own send time (time.perf_counter_ns) followed by a space.
+    stamp_tokens: bool = False
 
     def tokens(self) -> list[str]:
         return re.findall(r"\s*\S+", self.text) or [""]
@@ -55,6 +57,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: dict = field(default_factory=dict)
+    at_ns: int = 0  # time.perf_counter_ns() when the request's body had arrived
 
 
 class FakeLLM:
@@ -133,9 +136,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": "Body is not JSON.", "type": "invalid_request_error"}})
             return
         fake = self.server_fake
-        fake.record(
-            Received(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body=body)
-        )
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        fake.record(Received(path=self.path, headers=headers, body=body, at_ns=time.perf_counter_ns()))
         route = self.path.split("?")[0].rstrip("/")
         if route.endswith("/rerank"):
             self._rerank(body)
@@ -255,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return  # the connection drops: no final chunk, no [DONE]
                 if reply.token_delay and index:
                     time.sleep(reply.token_delay)
-                delta = {"content": token}
+                delta = {"content": f"{time.perf_counter_ns()} " if reply.stamp_tokens else token}
                 if index == 0:
                     delta["role"] = "assistant"
                 chunk(delta)

@@ -25,7 +25,9 @@ def test_the_prompt_holds_card_persona_world_info_and_authors_note(room, host, c
     assert host.personas.get(is_default=True).description[:30] in text
     assert "Keep the fog thick." in text
     assert turn.world_info and any("Ledger" in w["entry"] for w in turn.world_info)
-    assert turn.prompt.messages[-1]["content"].startswith("What is the Ledger") or "What is the Ledger" in text
+    assert (
+        turn.prompt.messages[-1]["content"].startswith("What is the Ledger") or "What is the Ledger" in text
+    )
 
 
 def test_hidden_messages_stay_out_and_memory_adds_nothing_when_empty(room, host, connected):
@@ -53,8 +55,7 @@ def test_history_is_cut_to_the_context_and_the_kept_range_reported(room, host, c
 def test_the_recorded_prompt_is_what_the_preview_reads(room, host, connected):
     services.message_create(room=room, author=host, text="Hi")
     turn = plan(room)
-    variant = services.turn_begin(room=room, mode="reply")
-    services.turn_record_prompt(variant_id=variant.pk, prompt=turn.preview(), model=turn.connection.model)
+    variant = services.turn_begin(room=room, mode="reply", prompt=turn.preview(), model=turn.connection.model)
     stored = Variant.objects.get(pk=variant.pk)
     assert stored.prompt["messages"] == turn.prompt.messages and stored.model == "openai/fake-model"
 

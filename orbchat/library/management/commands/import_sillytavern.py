@@ -55,7 +55,9 @@ class Command(BaseCommand):
 
         character = Character.objects.filter(pk=character_id, owner=owner).first() if character_id else None
         if character is None:
-            self.stdout.write(f"refused {path}: a chat needs --character with the id of one of {owner}'s characters")
+            self.stdout.write(
+                f"refused {path}: a chat needs --character with the id of one of {owner}'s characters"
+            )
             return 1
         try:
             room, problems = chat_import(host=owner, character=character, content=content)
