@@ -111,9 +111,8 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
     # Room group events ---------------------------------------------------------------------
 
     async def room_message(self, event: dict) -> None:
-        await self.send_json(
-            {"type": "message", "id": event["id"], "seq": event["seq"], "html": event["html"]}
-        )
+        frame = {"type": "message", "id": event["id"], "seq": event["seq"], "html": event["html"]}
+        await self.send_json({**frame, "created": event.get("created", False)})
 
     async def room_token(self, event: dict) -> None:
         await self.send_json({"type": "token", "message": event["message"], "delta": event["delta"]})

@@ -14,6 +14,8 @@ def _counter(model: str):
     env.apply_offline_defaults()
     import litellm
 
+    # Prompt sections repeat turn after turn; their counts are remembered.
+    @lru_cache(maxsize=4096)
     def count(text: str) -> int:
         return litellm.token_counter(model=model, text=text) if text else 0
 

@@ -1,5 +1,9 @@
 """A fake LLM provider: a real local HTTP server speaking OpenAI's chat-completions wire format.
 
+Run on its own (`python -m tests.fakes.llm --port 5055`), it also takes replies to queue at
+POST /_script ({"replies": [{"text": …, "token_delay": …}]}) and reports what arrived, with
+arrival times (time.perf_counter_ns, shared by processes on one machine), at GET /_requests.
+
 It is the only fake in the test suite. Tests script its replies and inject faults; OrbChat
 reaches it through litellm exactly as it reaches a real provider (`openai/<model>` with
 `api_base` set to `server.base_url`).
@@ -122,7 +126,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
+        if self.path.rstrip("/") == "/_requests":
+            # Control route for another process (benchmarks): what arrived, and when.
+            received = [{"path": r.path, "at_ns": r.at_ns} for r in self.server_fake.requests]
+            self._json(200, {"requests": received})
+        elif self.path.rstrip("/").endswith("/models"):
             self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
         else:
             self._json(404, {"error": {"message": f"No route {self.path}", "type": "not_found"}})
@@ -136,6 +144,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": "Body is not JSON.", "type": "invalid_request_error"}})
             return
         fake = self.server_fake
+        if self.path.rstrip("/") == "/_script":
+            # Control route for another process (benchmarks): queue replies given as JSON.
+            fake.script(*(Reply(**reply) for reply in body.get("replies", [])))
+            self._json(200, {"queued": len(body.get("replies", []))})
+            return
         headers = {k.lower(): v for k, v in self.headers.items()}
         fake.record(Received(path=self.path, headers=headers, body=body, at_ns=time.perf_counter_ns()))
         route = self.path.split("?")[0].rstrip("/")
@@ -277,8 +290,9 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=5055)
     parser.add_argument("--reply", default="Hello from the fake provider.")
     parser.add_argument("--token-delay", type=float, default=0.05)
+    parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args()
-    server = FakeLLM(port=args.port, default=Reply(args.reply, token_delay=args.token_delay))
+    server = FakeLLM(host=args.host, port=args.port, default=Reply(args.reply, token_delay=args.token_delay))
     print(f"fake provider at {server.base_url}", flush=True)
     server.start()
     try:

