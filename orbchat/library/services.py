@@ -37,37 +37,7 @@ CARD_FIELDS = (
     "extensions",
     "extra",
 )
-ENTRY_FIELDS = (
-    "uid",
-    "keys",
-    "secondary_keys",
-    "selective",
-    "selective_logic",
-    "comment",
-    "content",
-    "constant",
-    "enabled",
-    "order",
-    "probability",
-    "use_probability",
-    "position",
-    "depth",
-    "role",
-    "group",
-    "group_override",
-    "group_weight",
-    "use_group_scoring",
-    "prevent_recursion",
-    "exclude_recursion",
-    "delay_until_recursion",
-    "scan_depth",
-    "case_sensitive",
-    "match_whole_words",
-    "sticky",
-    "cooldown",
-    "delay",
-    "extra",
-)
+ENTRY_FIELDS = st_worldbooks.ENTRY_KEYS  # a stored entry has exactly the normalized entry's fields
 SAMPLER_FIELDS = tuple(presets.DEFAULT_SAMPLERS)
 
 
