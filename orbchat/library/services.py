@@ -19,24 +19,8 @@ from orbchat.interop.errors import InteropError
 from orbchat.library import images, presets
 from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldEntry
 
-CARD_FIELDS = (
-    "name",
-    "description",
-    "personality",
-    "scenario",
-    "first_mes",
-    "mes_example",
-    "creator_notes",
-    "system_prompt",
-    "post_history_instructions",
-    "alternate_greetings",
-    "tags",
-    "creator",
-    "character_version",
-    "talkativeness",
-    "extensions",
-    "extra",
-)
+# A character stores every card field but the embedded lorebook, which becomes a WorldBook.
+CARD_FIELDS = tuple(k for k in cards.CARD_KEYS if k != "character_book")
 ENTRY_FIELDS = st_worldbooks.ENTRY_KEYS  # a stored entry has exactly the normalized entry's fields
 SAMPLER_FIELDS = tuple(presets.DEFAULT_SAMPLERS)
 
