@@ -6,8 +6,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from orbchat.connections.gateway import plain_error
-from rooms import events, permissions, relay, services, turns
-from rooms.models import Message, Room
+from rooms import events, online, permissions, relay, services, turns
+from rooms.models import Message, Room, Seat
 
 CLOSE_NOT_ALLOWED = 4404
 
@@ -17,32 +17,48 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
         events.bind_loop()
         self.room_id = int(self.scope["url_route"]["kwargs"]["room_id"])
         user = self.scope.get("user")
-        if not await database_sync_to_async(self._allowed)(user):
+        if await database_sync_to_async(self._allowed)(user, None):
             await self.close(code=CLOSE_NOT_ALLOWED)
             return
         await relay.join(self.room_id, self)
         self.joined = True
         await self.accept()
+        await online.arrive(self.room_id, user.pk)
 
-    def _allowed(self, user) -> bool:
+    def _allowed(self, user, action: str | None) -> str:
+        """Return "" when allowed; otherwise "gone" (no access at all) or the refusal's text."""
         room = Room.objects.filter(pk=self.room_id).first()
-        return room is not None and user is not None and permissions.can_enter(user, room)
+        if room is None or user is None or not permissions.can_enter(user, room):
+            return "gone"
+        if action is None:
+            return ""
+        if not permissions.may_act(user, room, action):
+            return "Only the host can do that."
+        if room.archived_at and action in permissions.POSTING_ACTIONS:
+            return "This room is archived: it can be read, not written to."
+        return ""
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "joined", False):
+            self.joined = False
             await relay.leave(self.room_id, self)
+            await online.depart(self.room_id, self.scope["user"].pk)
 
     async def receive_json(self, content: dict, **kwargs) -> None:
         action = content.get("type")
         user = self.scope["user"]
-        # Re-check on every action: access can be lost while the socket is open.
-        if not await database_sync_to_async(self._allowed)(user):
+        handler = getattr(self, f"do_{action}", None) if isinstance(action, str) else None
+        # Checked on every action: access can be lost while the socket is open.
+        refusal = await database_sync_to_async(self._allowed)(user, action if handler else None)
+        if refusal == "gone":
             await self.send_json({"type": "notice", "text": "You no longer have access to this room."})
             await self.close(code=CLOSE_NOT_ALLOWED)
             return
-        handler = getattr(self, f"do_{action}", None) if isinstance(action, str) else None
         if handler is None:
             await self.send_json({"type": "notice", "text": f"Unknown action {action!r}."})
+            return
+        if refusal:
+            await self.send_json({"type": "notice", "status": 403, "text": refusal})
             return
         try:
             await handler(content, user)
@@ -61,6 +77,25 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
 
     async def do_reply(self, content: dict, user) -> None:
         await turns.start_turn(self.room_id, "reply")
+
+    async def do_speak(self, content: dict, user) -> None:
+        """Ask one seated character to answer now (muted or not)."""
+        try:
+            seat_id = int(content["seat"])
+        except (KeyError, TypeError, ValueError):
+            await self.send_json({"type": "notice", "text": "Say which character should speak."})
+            return
+        await turns.start_turn(self.room_id, "reply", picked=[seat_id])
+
+    async def do_speak_next(self, content: dict, user) -> None:
+        def flag() -> None:
+            seat = Seat.objects.get(pk=int(content["seat"]), room_id=self.room_id)
+            services.seat_update(seat=seat, speak_next=bool(content.get("on", True)))
+
+        try:
+            await database_sync_to_async(flag)()
+        except (Seat.DoesNotExist, KeyError, TypeError, ValueError):
+            await self.send_json({"type": "notice", "text": "No such seat."})
 
     async def do_regenerate(self, content: dict, user) -> None:
         await turns.start_turn(self.room_id, "regenerate")
@@ -119,6 +154,18 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
 
     async def room_removed(self, event: dict) -> None:
         await self.send_json({"type": "removed", "ids": event["ids"]})
+
+    async def room_people(self, event: dict) -> None:
+        await self.send_json({"type": "people", "text": event["text"], "reload": event.get("reload", False)})
+
+    async def room_online(self, event: dict) -> None:
+        await self.send_json({"type": "online", "users": event["users"]})
+
+    async def room_kicked(self, event: dict) -> None:
+        if event["user"] == self.scope["user"].pk:
+            await self.send_json({"type": "notice", "text": "You are no longer in this room."})
+            # Not disconnect() here: this runs inside the room relay, which that would stop.
+            await self.close(code=CLOSE_NOT_ALLOWED)
 
     async def room_notice(self, event: dict) -> None:
         await self.send_json({"type": "notice", "text": event["text"], "retry": event.get("retry", False)})

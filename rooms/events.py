@@ -107,3 +107,29 @@ def message_changed(message, *, created: bool = False) -> None:
 
 def messages_removed(room_id: int, ids: list[int]) -> None:
     _after_commit(room_id, lambda: {"type": "room.removed", "ids": ids})
+
+
+def people_changed(room_id: int, text: str, *, reload: bool = False) -> None:
+    """Tell the room that its people changed (joined, left, removed, new host)."""
+    _after_commit(room_id, lambda: {"type": "room.people", "text": text, "reload": reload})
+
+
+def member_removed(room_id: int, user_id: int) -> None:
+    """Close the removed person's sockets to this room (their consumers match the user id)."""
+    _after_commit(room_id, lambda: {"type": "room.kicked", "user": user_id})
+
+
+def seats_changed(room_id: int) -> None:
+    _after_commit(room_id, lambda: {"type": "room.people", "text": "", "reload": False})
+
+
+def user_notice(user_id: int, text: str) -> None:
+    """Send a notice to every open tab of one user (their site socket), after commit."""
+    from orbchat.consumers import user_group
+
+    def push() -> None:
+        async_to_sync(get_channel_layer().group_send)(
+            user_group(user_id), {"type": "user.notice", "text": text}
+        )
+
+    transaction.on_commit(push)

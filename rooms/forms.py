@@ -4,6 +4,8 @@ from django import forms
 
 from orbchat.library.forms import ListField
 from orbchat.library.models import Character, Persona, Preset, WorldBook
+from rooms.options import REPLY_MODES, TURN_ORDERS
+from rooms.speakers import DEFAULT_AUTO_TURNS
 
 
 class RoomSettingsForm(forms.Form):
@@ -26,6 +28,33 @@ class RoomSettingsForm(forms.Form):
         choices=[("system", "System"), ("user", "User"), ("assistant", "Assistant")],
     )
     tags = ListField(help_text="Comma-separated.")
+    reply_mode = forms.ChoiceField(choices=REPLY_MODES)
+    turn_order = forms.ChoiceField(label="Who speaks each round", choices=TURN_ORDERS)
+    allow_self_replies = forms.BooleanField(
+        required=False, help_text="A character may answer its own message (auto-mode, natural order)."
+    )
+    own_card_only = forms.BooleanField(
+        label="Each character sees only their own card",
+        required=False,
+        help_text="Per-speaker only: the others appear by name. Off: all cards are joined.",
+    )
+    auto_turns = forms.IntegerField(
+        label="Auto-mode rounds",
+        min_value=0,
+        max_value=50,
+        help_text=f"Characters keep replying to each other up to this many rounds (0 = off; "
+        f"{DEFAULT_AUTO_TURNS} is a good start). Any message or Stop ends it.",
+    )
+    auto_delay = forms.FloatField(label="Auto-mode delay (seconds)", min_value=0.0, max_value=60.0)
+
+    PLAY_FIELDS = (
+        "reply_mode",
+        "turn_order",
+        "allow_self_replies",
+        "own_card_only",
+        "auto_turns",
+        "auto_delay",
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -41,3 +70,43 @@ class ChatImportForm(forms.Form):
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["character"].queryset = Character.objects.filter(owner=user)
+
+
+class SeatAddForm(forms.Form):
+    character = forms.ModelChoiceField(queryset=Character.objects.none(), empty_label="Choose a character…")
+
+    def __init__(self, *args, user, room, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        seated = room.seats.filter(presences__left_seq__isnull=True).values("character_id")
+        self.fields["character"].queryset = Character.objects.filter(owner=user).exclude(pk__in=seated)
+
+
+class SeatForm(forms.Form):
+    talkativeness = forms.FloatField(min_value=0.0, max_value=1.0)
+    muted = forms.BooleanField(required=False)
+    speak_next = forms.BooleanField(required=False, label="Speak next")
+
+
+class InviteLinkForm(forms.Form):
+    expires_hours = forms.IntegerField(
+        label="Expires after (hours)",
+        min_value=1,
+        max_value=24 * 365,
+        required=False,
+        help_text="Empty: never.",
+    )
+    max_uses = forms.IntegerField(min_value=1, max_value=1000, required=False, help_text="Empty: no limit.")
+
+
+class InviteUserForm(forms.Form):
+    username = forms.CharField(max_length=150)
+
+
+class MemberPersonaForm(forms.Form):
+    persona = forms.ModelChoiceField(
+        queryset=Persona.objects.none(), required=False, empty_label="(your default persona)"
+    )
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["persona"].queryset = Persona.objects.filter(owner=user)

@@ -6,13 +6,13 @@ Seats record presence as intervals of `seq` numbers.
 
 from __future__ import annotations
 
-from django.conf import settings
+from django.conf import settings as conf
 from django.db import models
 from django.db.models import Q
 
 
 class Room(models.Model):
-    host = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hosted_rooms")
+    host = models.ForeignKey(conf.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hosted_rooms")
     title = models.CharField(max_length=300)
     persona = models.ForeignKey(
         "library.Persona",
@@ -37,6 +37,12 @@ class Room(models.Model):
     next_seq = models.PositiveIntegerField(default=0)
     # World-info timed effects (sticky / cooldown) carried between turns.
     world_info_state = models.JSONField(default=dict, blank=True)
+    # The person the host offered the host role to; they become host when they accept.
+    host_offer_to = models.ForeignKey(
+        conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Set when the only host left: everyone may still read, nobody may post.
+    archived_at = models.DateTimeField(null=True, blank=True)
     last_activity = models.DateTimeField(auto_now_add=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -55,6 +61,8 @@ class Seat(models.Model):
     name = models.CharField(max_length=500)
     talkativeness = models.FloatField(default=0.5)
     muted = models.BooleanField(default=False)
+    # "Speak next": the seat answers in the next round even when muted, then the flag clears.
+    speak_next = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -62,6 +70,52 @@ class Seat(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Member(models.Model):
+    """A person in a room besides its host. Kicked members keep the row so a link cannot re-admit them."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active", "Member"
+        KICKED = "kicked", "Removed by the host"
+        LEFT = "left", "Left"
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="members")
+    user = models.ForeignKey(conf.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    persona = models.ForeignKey(
+        "library.Persona", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["joined_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["room", "user"], name="rooms_member_once")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.room_id}"
+
+
+class Invite(models.Model):
+    """An invitation: by link (only a hash of its token is stored) or to one named user."""
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="invites")
+    created_by = models.ForeignKey(conf.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    token_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    user = models.ForeignKey(
+        conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="invitations"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    max_uses = models.PositiveIntegerField(null=True, blank=True)
+    uses = models.PositiveIntegerField(default=0)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"invite {self.pk} to room {self.room_id}"
 
 
 class Presence(models.Model):
@@ -93,7 +147,7 @@ class Message(models.Model):
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=10, choices=Kind.choices)
     author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     speaker_name = models.CharField(max_length=500)

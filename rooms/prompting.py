@@ -18,8 +18,9 @@ from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
 from orbchat.library.worldtest import book_for_activation
 from orbchat.prompting import assemble, macros, worldinfo
 from rooms import tokens
-from rooms.models import Message, Room, Seat, Variant
-from rooms.services import room_persona
+from rooms.models import Member, Message, Room, Seat, Variant
+from rooms.options import room_options
+from rooms.services import NARRATOR, room_persona, seated
 
 DEFAULT_CONTEXT = 8192
 HISTORY_PAGE = 200
@@ -120,10 +121,29 @@ def _card(seat: Seat) -> assemble.CardInfo:
     )
 
 
+def group_nudge(*, speaker: Seat | None, seats: list[Seat], own_cards: bool) -> str:
+    """Say who writes the reply when several characters share the room ('' for a solo chat)."""
+    if speaker is None:
+        names = ", ".join(s.name for s in seats)
+        return (
+            f"[Write the next part of the scene as the narrator, voicing {names} as the story needs. "
+            "Do not write {{user}}'s lines.]"
+        )
+    others = [s.name for s in seats if s.pk != speaker.pk]
+    if not others:
+        return ""
+    if own_cards:
+        return f"[Write the next reply only as {{{{char}}}}. Also in the scene: {', '.join(others)}.]"
+    return "[Write the next reply only as {{char}}.]"
+
+
 def plan_turn(
-    *, room: Room, seat: Seat, mode: str = "normal", exclude_message_id: int | None = None
+    *, room: Room, seat: Seat | None, mode: str = "normal", exclude_message_id: int | None = None
 ) -> TurnPlan:
-    """Decide the prompt and parameters of one turn, as the room's host."""
+    """Decide the prompt and parameters of one turn, as the room's host.
+
+    `seat` None is the Narrator (Narrator reply mode): every card is in the prompt.
+    """
     host = room.host
     roles = model_roles_get(user=host)
     if roles.chat is None:
@@ -137,7 +157,8 @@ def plan_turn(
     max_tokens = samplers["max_tokens"]
     count = tokens.counter_for(connection.model.split("/", 1)[-1])
 
-    seats = list(room.seats.filter(presences__left_seq__isnull=True).select_related("character").distinct())
+    options = room_options(room)
+    seats = list(seated(room))
     persona = room_persona(room)
     user_name = persona.name if persona else host.get_username()
     history = _history_tail(room, budget=context_size - max_tokens, exclude_message_id=exclude_message_id)
@@ -163,9 +184,16 @@ def plan_turn(
         )
         for a in activation.activated
     ]
-    speaker_card = _card(seat)
+    speaker_card = _card(seat) if seat else assemble.CardInfo(name=NARRATOR)
+    if seat is None:
+        cards = [_card(s) for s in seats]
+    elif options.own_cards:
+        cards = [speaker_card]
+    else:
+        cards = [speaker_card] + [_card(s) for s in seats if s.pk != seat.pk]
+    speaker_name = seat.name if seat else NARRATOR
     macro_context = macros.MacroContext(
-        char=seat.name,
+        char=speaker_name,
         user=user_name,
         persona=persona.description if persona else "",
         description=speaker_card.description,
@@ -177,8 +205,8 @@ def plan_turn(
     prompt = assemble.assemble(
         assemble.PromptInput(
             sections=list(preset.sections) if preset else default_sections(),
-            characters=[speaker_card] + [_card(s) for s in seats if s.pk != seat.pk],
-            speaker=seat.name,
+            characters=cards,
+            speaker=speaker_name,
             user_name=user_name,
             persona_description=persona.description if persona else "",
             world_info=inserts,
@@ -191,8 +219,9 @@ def plan_turn(
             context_size=context_size,
             max_tokens=max_tokens,
             macro_context=macro_context,
-            prefix_names=len(seats) > 1,
+            prefix_names=len(seats) > 1 or seat is None or Member.objects.filter(room=room).exists(),
             mode=mode,
+            group_nudge=group_nudge(speaker=seat, seats=seats, own_cards=options.own_cards),
             count_tokens=count,
         )
     )

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from rooms.models import Room, Variant
+from rooms.models import Member, Room, Variant
+
+
+def visible_rooms(*, user) -> QuerySet[Room]:
+    """Rooms `user` hosts or is an active member of."""
+    member_of = Member.objects.filter(user=user, state=Member.State.ACTIVE).values("room_id")
+    return Room.objects.filter(Q(host=user) | Q(pk__in=member_of))
 
 
 def chat_list(*, user, q: str = "", tag: str = "") -> QuerySet[Room]:
-    rooms = Room.objects.filter(host=user).prefetch_related("seats")
+    rooms = visible_rooms(user=user).select_related("host").prefetch_related("seats")
     if q:
-        text_hits = Variant.objects.filter(room__host=user, text__icontains=q).values("room_id")
+        text_hits = Variant.objects.filter(room__in=visible_rooms(user=user), text__icontains=q).values(
+            "room_id"
+        )
         rooms = rooms.filter(
             Q(title__icontains=q) | Q(seats__name__icontains=q) | Q(pk__in=text_hits)
         ).distinct()
@@ -31,3 +39,42 @@ def last_prompt(room: Room) -> dict | None:
     """Return the prompt recorded for the room's most recent AI turn."""
     variant = Variant.objects.filter(room=room, prompt__isnull=False).order_by("-created_at", "-pk").first()
     return variant.prompt if variant else None
+
+
+def room_people(room: Room) -> dict:
+    """Return the room's seats (with presence) and people, for the People page and the room header."""
+    from rooms.models import Member, Presence, Seat
+    from rooms.timeline import ticks, timeline
+
+    seats = list(Seat.objects.filter(room=room).select_related("character").prefetch_related("presences"))
+    seated_ids = set(
+        Presence.objects.filter(seat__room=room, left_seq__isnull=True).values_list("seat_id", flat=True)
+    )
+    members = list(
+        Member.objects.filter(room=room, state=Member.State.ACTIVE).select_related("user", "persona")
+    )
+    rows = timeline(
+        [(s.name, [(p.joined_seq, p.left_seq) for p in s.presences.all()]) for s in seats],
+        length=room.next_seq,
+    )
+    return {
+        "seats": [s for s in seats if s.pk in seated_ids],
+        "unseated": [s for s in seats if s.pk not in seated_ids],
+        "members": members,
+        "timeline": rows,
+        "ticks": ticks(room.next_seq),
+    }
+
+
+def pending_invitations(*, user):
+    """Invitations addressed to `user` that are still open."""
+    from django.utils import timezone
+
+    from rooms.models import Invite
+
+    now = timezone.now()
+    return (
+        Invite.objects.filter(user=user, revoked_at__isnull=True, room__archived_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .select_related("room", "room__host")
+    )

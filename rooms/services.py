@@ -13,9 +13,10 @@ from orbchat.library.models import Character, Persona
 from orbchat.library.selectors import persona_default
 from orbchat.prompting import macros
 from rooms import events, tokens
-from rooms.models import Message, Presence, Room, Seat, Variant
+from rooms.models import Member, Message, Presence, Room, Seat, Variant
 
 MAX_MESSAGE_CHARS = 100_000
+NARRATOR = "Narrator"  # speaker of a Narrator-mode message, which voices every character
 # A generation that has not written for this long is taken as dead (its process ended).
 STALE_GENERATION = dt.timedelta(seconds=90)
 
@@ -41,8 +42,16 @@ def room_persona(room: Room) -> Persona | None:
     return room.persona or persona_default(user=room.host)
 
 
+def user_persona(room: Room, user: User) -> Persona | None:
+    """Return the persona `user` writes as here: the room's for its host, their own otherwise."""
+    if user.pk == room.host_id:
+        return room_persona(room)
+    member = Member.objects.filter(room=room, user=user).select_related("persona").first()
+    return (member.persona if member else None) or persona_default(user=user)
+
+
 def user_display_name(room: Room, user: User) -> str:
-    persona = room_persona(room) if user.pk == room.host_id else persona_default(user=user)
+    persona = user_persona(room, user)
     return persona.name if persona else user.get_username()
 
 
@@ -118,6 +127,66 @@ def message_create(*, room: Room, author: User, text: str) -> Message:
     return message
 
 
+def seated(room: Room):
+    """The room's seats with an open presence, in seat order."""
+    return room.seats.filter(presences__left_seq__isnull=True).select_related("character").distinct()
+
+
+@transaction.atomic
+def seat_add(*, room: Room, character: Character) -> Seat:
+    """Seat a character from the next message on; a character seated before gets its seat back."""
+    seat = room.seats.filter(character=character).first()
+    if seat and seat.presences.filter(left_seq__isnull=True).exists():
+        raise ActionRefused(f"{character.name} is already seated.")
+    locked = Room.objects.select_for_update().get(pk=room.pk)
+    if seat is None:
+        seat = Seat.objects.create(
+            room=room, character=character, name=character.name, talkativeness=character.talkativeness
+        )
+    Presence.objects.create(seat=seat, joined_seq=locked.next_seq)
+    events.seats_changed(room.pk)
+    return seat
+
+
+@transaction.atomic
+def seat_remove(*, seat: Seat) -> Seat:
+    """Close the seat's presence at the current seq: it was there for every message before it."""
+    room = Room.objects.select_for_update().get(pk=seat.room_id)
+    presence = seat.presences.filter(left_seq__isnull=True).first()
+    if presence is None:
+        raise ActionRefused(f"{seat.name} is not seated.")
+    if room.next_seq <= presence.joined_seq:
+        presence.delete()  # seated and removed with no message in between: it never was there
+    else:
+        presence.left_seq = room.next_seq
+        presence.save(update_fields=["left_seq"])
+    seat.speak_next = False
+    seat.save(update_fields=["speak_next"])
+    events.seats_changed(room.pk)
+    return seat
+
+
+@transaction.atomic
+def seat_update(
+    *,
+    seat: Seat,
+    talkativeness: float | None = None,
+    muted: bool | None = None,
+    speak_next: bool | None = None,
+) -> Seat:
+    if talkativeness is not None:
+        if not 0.0 <= talkativeness <= 1.0:
+            raise ActionRefused("Talkativeness must be between 0 and 1.")
+        seat.talkativeness = talkativeness
+    if muted is not None:
+        seat.muted = muted
+    if speak_next is not None:
+        seat.speak_next = speak_next
+    seat.save(update_fields=["talkativeness", "muted", "speak_next"])
+    events.seats_changed(seat.room_id)
+    return seat
+
+
 def speaking_seat(room: Room) -> Seat:
     """Return the seat that answers (solo: the one seated character)."""
     seat = room.seats.filter(presences__left_seq__isnull=True, muted=False).first()
@@ -148,21 +217,23 @@ def turn_begin(
     """Open the streaming variant a reply writes into; refuse when one is already being written.
 
     mode: "reply" (a new message), "regenerate" (a new swipe of the last reply) or "continue"
-    (append to the last reply). `prompt` is the exact prompt, kept for the host's Preview.
+    (append to the last reply). `seat` None with "reply" is the Narrator, voicing everyone.
+    `prompt` is the exact prompt, kept for the host's Preview.
     """
     _clear_stale(room)
     now = timezone.now()
     try:
         with transaction.atomic():
             if mode == "reply":
-                seat = seat or speaking_seat(room)
                 message = Message.objects.create(
                     room=room,
                     seq=_take_seq(room),
                     kind=Message.Kind.CHARACTER,
                     seat=seat,
-                    speaker_name=seat.name,
+                    speaker_name=seat.name if seat else NARRATOR,
                 )
+                if seat is not None and seat.speak_next:
+                    Seat.objects.filter(pk=seat.pk).update(speak_next=False)
                 variant = Variant.objects.create(
                     message=message,
                     room=room,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import weakref
 
@@ -18,8 +19,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from orbchat.connections.gateway import plain_error
-from rooms import events, services
-from rooms.models import Room, Variant
+from rooms import events, services, speakers
+from rooms.models import Message, Room, Seat, Variant
+from rooms.options import RoomOptions, room_options
 from rooms.prompting import NoChatModel, TurnPlan, plan_turn
 
 log = logging.getLogger(__name__)
@@ -87,7 +89,7 @@ def stop_key(room_id: int) -> str:
 _clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _redis():
+def redis_client():
     """Return this event loop's Redis client (connections are pooled, not made per call)."""
     import redis.asyncio as aioredis
 
@@ -100,11 +102,11 @@ def _redis():
 
 async def request_stop(room_id: int) -> None:
     """Ask the room's running reply to stop; a reply started after this moment ignores it."""
-    await _redis().set(stop_key(room_id), str(time.time()), ex=STOP_TTL)
+    await redis_client().set(stop_key(room_id), str(time.time()), ex=STOP_TTL)
 
 
 async def _stop_requested(room_id: int, since: float) -> bool:
-    value = await _redis().get(stop_key(room_id))
+    value = await redis_client().get(stop_key(room_id))
     return value is not None and float(value) >= since
 
 
@@ -114,14 +116,20 @@ async def notice(room_id: int, text: str, *, retry: bool = False) -> None:
     )
 
 
-def _begin(room_id: int, mode: str) -> tuple[Variant, TurnPlan]:
+def _begin(room_id: int, mode: str, seat_id: int | None = None) -> tuple[Variant, TurnPlan]:
+    """Plan a turn and open its variant. mode "reply" writes as `seat_id` (None: the Narrator)."""
     room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
-    seat = services.speaking_seat(room) if mode == "reply" else None
-    if mode != "reply":
+    seat = None
+    if mode == "reply":
+        if seat_id is not None:
+            seat = Seat.objects.select_related("character").get(pk=seat_id, room=room)
+    else:
         last = services.last_message(room)
-        if last is None or last.is_human or last.seat is None:
+        if last is None or last.is_human:
             raise services.ActionRefused(f"There is no character reply to {mode}.")
         seat = last.seat
+        if seat is None and last.speaker_name != services.NARRATOR:
+            raise services.ActionRefused(f"There is no character reply to {mode}.")
     exclude = services.last_message(room).pk if mode == "regenerate" else None
     plan = plan_turn(
         room=room, seat=seat, mode="continue" if mode == "continue" else "normal", exclude_message_id=exclude
@@ -132,14 +140,81 @@ def _begin(room_id: int, mode: str) -> tuple[Variant, TurnPlan]:
     return variant, plan
 
 
-async def start_turn(room_id: int, mode: str = "reply") -> Variant | None:
-    """Plan and open a turn, then stream it in the background. Refusals become room notices."""
-    try:
-        variant, plan = await database_sync_to_async(_begin)(room_id, mode)
-    except services.TurnBusy as exc:
-        await notice(room_id, str(exc))
+def _plan_round(room_id: int, *, from_human: bool, picked: list[int]) -> tuple[list[int | None], RoomOptions]:
+    """Return who speaks this round, in order (None is the Narrator), and the room's options."""
+    room = Room.objects.get(pk=room_id)
+    options = room_options(room)
+    seats = list(services.seated(room))
+    if picked:
+        ids = {s.pk for s in seats}
+        return [pk for pk in picked if pk in ids], options
+    last = room.messages.order_by("-seq").first()
+    variant = last.variants.filter(index=last.active_index).first() if last else None
+    last_character = last if last and not last.is_human else None
+    if last_character is None:
+        last_character = room.messages.filter(kind=Message.Kind.CHARACTER).order_by("-seq").first()
+    chosen = speakers.pick_speakers(
+        order=options.turn_order,
+        candidates=[speakers.Candidate(s.pk, s.name, s.talkativeness, s.muted, s.speak_next) for s in seats],
+        text=variant.text if variant else "",
+        from_human=from_human,
+        last_speaker=last_character.seat_id if last_character else None,
+        allow_self_replies=options.allow_self_replies,
+        rng=random.Random(),
+    )
+    if options.narrator and chosen:
+        Seat.objects.filter(pk__in=chosen, speak_next=True).update(speak_next=False)
+        return [None], options
+    return chosen, options
+
+
+class _Rounds:
+    """The rounds of one room in this process: who speaks next, and whether a person interrupted."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task | None = None
+        self.interrupted = asyncio.Event()  # a person wrote: end the auto chain, start over
+        self.picked: list[int] = []
+
+
+_rooms: dict[tuple[int, int], _Rounds] = {}
+
+
+def _rounds_for(room_id: int) -> _Rounds:
+    key = (id(asyncio.get_running_loop()), room_id)
+    state = _rooms.get(key)
+    if state is None:
+        state = _rooms[key] = _Rounds()
+    return state
+
+
+async def start_turn(room_id: int, mode: str = "reply", *, picked: list[int] | None = None) -> Variant | None:
+    """Answer in the room: "reply" runs a round (every speaker the turn order picks, one after
+    another); "regenerate" and "continue" rework the last reply. Refusals become room notices.
+
+    A person's message while a round runs ends the auto chain and starts a new round for it once
+    the current reply is done, so nothing is refused or lost.
+    """
+    if mode != "reply":
+        return await _single(room_id, mode)
+    state = _rounds_for(room_id)
+    if state.task is not None and not state.task.done():
+        state.picked = list(picked or [])
+        state.interrupted.set()
         return None
-    except (services.ActionRefused, NoChatModel) as exc:
+    first: asyncio.Future = asyncio.get_running_loop().create_future()
+    state.picked = list(picked or [])
+    state.interrupted.clear()
+    state.task = asyncio.create_task(_run_rounds(room_id, state, first))
+    _running.add(state.task)
+    state.task.add_done_callback(_running.discard)
+    return await first
+
+
+async def _single(room_id: int, mode: str, seat_id: int | None = None) -> Variant | None:
+    try:
+        variant, plan = await database_sync_to_async(_begin)(room_id, mode, seat_id)
+    except (services.TurnBusy, services.ActionRefused, NoChatModel) as exc:
         await notice(room_id, str(exc))
         return None
     task = asyncio.create_task(stream(variant, plan))
@@ -148,8 +223,66 @@ async def start_turn(room_id: int, mode: str = "reply") -> Variant | None:
     return variant
 
 
-async def stream(variant: Variant, plan: TurnPlan) -> None:
-    """Stream the reply from the provider into the variant; finish it whatever happens."""
+async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> None:
+    """Run rounds until nobody is due to speak: a person's round, then the auto chain."""
+    started = time.time()
+    auto_done = 0
+    from_human = True
+    try:
+        while True:
+            state.interrupted.clear()
+            picked, state.picked = state.picked, []
+            order, options = await database_sync_to_async(_plan_round)(
+                room_id, from_human=from_human, picked=picked
+            )
+            if not order and not first.done():
+                await notice(room_id, "Nobody was picked to answer. Name a character or ask one to speak.")
+            outcome = await _speak_in_turn(room_id, order, state, first)
+            if outcome == "interrupted":
+                from_human, auto_done = True, 0
+                continue
+            if outcome != "done" or not order or await _stop_requested(room_id, started):
+                return
+            if not speakers.auto_continues(rounds_done=auto_done, max_rounds=options.auto_turns):
+                return
+            try:
+                await asyncio.wait_for(state.interrupted.wait(), timeout=options.auto_delay)
+            except TimeoutError:
+                from_human, auto_done = False, auto_done + 1
+            else:
+                from_human, auto_done = True, 0
+            if await _stop_requested(room_id, started):
+                return
+    finally:
+        if not first.done():
+            first.set_result(None)
+
+
+async def _speak_in_turn(room_id: int, order: list[int | None], state: _Rounds, first: asyncio.Future) -> str:
+    """Let each speaker answer in turn, each seeing the previous one's committed reply."""
+    for seat_id in order:
+        if state.interrupted.is_set():
+            return "interrupted"
+        try:
+            variant, plan = await database_sync_to_async(_begin)(room_id, "reply", seat_id)
+        except (services.TurnBusy, services.ActionRefused, NoChatModel, Seat.DoesNotExist) as exc:
+            await notice(
+                room_id, str(exc) if not isinstance(exc, Seat.DoesNotExist) else "That seat is gone."
+            )
+            return "failed"
+        if not first.done():
+            first.set_result(variant)
+        state_after = await stream(variant, plan)
+        if state_after != Variant.State.DONE:
+            return "failed"
+    return "interrupted" if state.interrupted.is_set() else "done"
+
+
+async def stream(variant: Variant, plan: TurnPlan) -> str:
+    """Stream the reply from the provider into the variant; finish it whatever happens.
+
+    Return the state it ended in (done, stopped or error).
+    """
     import litellm
 
     room_id = variant.room_id
@@ -218,6 +351,7 @@ async def stream(variant: Variant, plan: TurnPlan) -> None:
         )
         if error:
             await notice(room_id, error, retry=True)
+    return state
 
 
 async def impersonate(room_id: int) -> str:

@@ -1,17 +1,28 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from orbchat.interop import chats as chat_codec
 from orbchat.interop.errors import InteropError
 from orbchat.library import selectors as library_selectors
 from orbchat.library.models import Character
-from rooms import chatfiles, permissions, presenters, selectors, services
-from rooms.forms import ChatImportForm, RoomSettingsForm
-from rooms.models import Message
+from rooms import chatfiles, members, permissions, presenters, selectors, services
+from rooms.forms import (
+    ChatImportForm,
+    InviteLinkForm,
+    InviteUserForm,
+    MemberPersonaForm,
+    RoomSettingsForm,
+    SeatAddForm,
+    SeatForm,
+)
+from rooms.models import Invite, Seat
+from rooms.options import RoomOptions, room_options
 from rooms.prompting import NoChatModel, plan_turn
 
 
@@ -26,6 +37,7 @@ def chat_list(request: HttpRequest) -> HttpResponse:
         "tag": tag,
         "import_form": ChatImportForm(user=request.user),
         "needs_model": model_roles_get(user=request.user).chat_id is None,
+        "invitations": selectors.pending_invitations(user=request.user),
         "nav": "home",
     }
     return render(request, "rooms/chat_list.html", context)
@@ -39,24 +51,20 @@ def chat_start(request: HttpRequest, character_pk: int) -> HttpResponse:
 
 
 def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    room = permissions.room_for_host(request.user, pk)
+    room = permissions.room_for_member(request.user, pk)
     views = presenters.room_views(room)
+    people = selectors.room_people(room)
     context = {
         "room": room,
         "views": views,
         "hidden_before": max(0, room.messages.count() - len(views)),
-        "seats": room.seats.all(),
+        "is_host": room.host_id == request.user.pk,
+        "options": room_options(room),
+        "offer_for_me": room.host_offer_to_id == request.user.pk,
+        **people,
         "nav": "home",
     }
     return render(request, "rooms/room.html", context)
-
-
-def _message(request: HttpRequest, pk: int, message_pk: int) -> Message:
-    room = permissions.room_for_host(request.user, pk)
-    message = Message.objects.filter(pk=message_pk, room=room).select_related("room").first()
-    if message is None:
-        raise Http404("No such message.")
-    return message
 
 
 def _refused(exc: Exception) -> JsonResponse:
@@ -65,7 +73,7 @@ def _refused(exc: Exception) -> JsonResponse:
 
 @require_POST
 def message_edit(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
-    message = _message(request, pk, message_pk)
+    message = permissions.message_for_author_or_host(request.user, pk, message_pk)
     try:
         services.message_edit(message=message, text=request.POST.get("text", ""))
     except services.ActionRefused as exc:
@@ -75,14 +83,17 @@ def message_edit(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse
 
 @require_POST
 def message_hide(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
-    message = _message(request, pk, message_pk)
+    message = permissions.message_for_host(request.user, pk, message_pk)
     services.message_set_hidden(message=message, hidden=request.POST.get("hidden") == "1")
     return HttpResponse(presenters.message_html(message))
 
 
 @require_POST
 def message_delete(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
-    message = _message(request, pk, message_pk)
+    if request.POST.get("after") == "1":
+        message = permissions.message_for_host(request.user, pk, message_pk)
+    else:
+        message = permissions.message_for_author_or_host(request.user, pk, message_pk)
     try:
         ids = services.message_delete(message=message, and_after=request.POST.get("after") == "1")
     except services.ActionRefused as exc:
@@ -92,7 +103,7 @@ def message_delete(request: HttpRequest, pk: int, message_pk: int) -> HttpRespon
 
 @require_POST
 def room_fork(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
-    message = _message(request, pk, message_pk)
+    message = permissions.message_for_host(request.user, pk, message_pk)
     fork = services.room_fork(room=message.room, at_seq=message.seq)
     messages.success(request, f"Forked at message #{message.seq}. The original chat is unchanged.")
     return redirect("rooms:room", pk=fork.pk)
@@ -109,10 +120,13 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         "authors_note_depth": room.authors_note_depth,
         "authors_note_role": room.authors_note_role,
         "tags": room.tags,
+        **room_options(room).to_json(),
     }
     form = RoomSettingsForm(request.POST or None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
-        services.room_update(room=room, **form.cleaned_data)
+        fields = dict(form.cleaned_data)
+        play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS}
+        services.room_update(room=room, settings={**room.settings, **RoomOptions(**play).to_json()}, **fields)
         messages.success(request, "Chat settings saved.")
         return redirect("rooms:room", pk=room.pk)
     return render(request, "rooms/settings.html", {"room": room, "form": form, "nav": "home"})
@@ -132,7 +146,7 @@ def room_preview(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_host(request.user, pk)
     next_prompt, problem = None, ""
     try:
-        seat = services.speaking_seat(room)
+        seat = None if room_options(room).narrator else services.speaking_seat(room)
         next_prompt = plan_turn(room=room, seat=seat).preview()
     except (NoChatModel, services.ActionRefused) as exc:
         problem = str(exc)
@@ -180,3 +194,241 @@ def chat_import(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"{upload.name}: imported.")
     return redirect("rooms:room", pk=room.pk)
+
+
+# People and seats ------------------------------------------------------------------------------
+
+
+def room_people(request: HttpRequest, pk: int) -> HttpResponse:
+    """Seats, the timeline and the people in the room; the host also manages them here."""
+    room = permissions.room_for_member(request.user, pk)
+    is_host = room.host_id == request.user.pk
+    context = {"room": room, "is_host": is_host, **selectors.room_people(room), "nav": "home"}
+    if is_host:
+        context.update(
+            seat_add_form=SeatAddForm(user=request.user, room=room),
+            link_form=InviteLinkForm(),
+            user_form=InviteUserForm(),
+            invites=room.invites.filter(revoked_at__isnull=True).select_related("user"),
+        )
+    else:
+        member = room.members.filter(user=request.user).first()
+        context["persona_form"] = MemberPersonaForm(
+            user=request.user, initial={"persona": member.persona if member else None}
+        )
+    if token := request.session.pop(f"invite-link-{room.pk}", None):
+        context["new_link"] = request.build_absolute_uri(reverse("rooms:invite", args=[token]))
+    return render(request, "rooms/people.html", context)
+
+
+def _back(room_pk: int) -> HttpResponse:
+    return redirect("rooms:people", pk=room_pk)
+
+
+def _host_seat(request: HttpRequest, pk: int, seat_pk: int) -> Seat:
+    room = permissions.room_for_host(request.user, pk)
+    seat = Seat.objects.filter(pk=seat_pk, room=room).select_related("room").first()
+    if seat is None:
+        raise Http404("No such seat.")
+    return seat
+
+
+@require_POST
+def seat_add(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    form = SeatAddForm(request.POST, user=request.user, room=room)
+    if not form.is_valid():
+        messages.error(request, "Choose one of your characters who is not seated.")
+        return _back(room.pk)
+    try:
+        seat = services.seat_add(room=room, character=form.cleaned_data["character"])
+    except services.ActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{seat.name} takes a seat from message #{room.next_seq}.")
+    return _back(room.pk)
+
+
+@require_POST
+def seat_remove(request: HttpRequest, pk: int, seat_pk: int) -> HttpResponse:
+    seat = _host_seat(request, pk, seat_pk)
+    try:
+        services.seat_remove(seat=seat)
+    except services.ActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{seat.name} left the scene; earlier messages keep them.")
+    return _back(seat.room_id)
+
+
+@require_POST
+def seat_update(request: HttpRequest, pk: int, seat_pk: int) -> HttpResponse:
+    seat = _host_seat(request, pk, seat_pk)
+    form = SeatForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Talkativeness must be a number between 0 and 1.")
+        return _back(seat.room_id)
+    services.seat_update(seat=seat, **form.cleaned_data)
+    messages.success(request, f"{seat.name} updated.")
+    return _back(seat.room_id)
+
+
+@require_POST
+def invite_link_create(request: HttpRequest, pk: int) -> HttpResponse:
+    import datetime as dt
+
+    room = permissions.room_for_host(request.user, pk)
+    form = InviteLinkForm(request.POST)
+    if not form.is_valid():
+        for error in form.errors.values():
+            messages.error(request, error.as_text())
+        return _back(room.pk)
+    hours = form.cleaned_data["expires_hours"]
+    try:
+        _, token = members.invite_link_create(
+            room=room,
+            by=request.user,
+            expires_in=dt.timedelta(hours=hours) if hours else None,
+            max_uses=form.cleaned_data["max_uses"],
+        )
+    except services.ActionRefused as exc:
+        messages.error(request, str(exc))
+        return _back(room.pk)
+    # Shown once, on the next page: only its hash is stored.
+    request.session[f"invite-link-{room.pk}"] = token
+    return _back(room.pk)
+
+
+@require_POST
+def invite_user_create(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    form = InviteUserForm(request.POST)
+    if form.is_valid():
+        try:
+            invite = members.invite_user_create(
+                room=room, by=request.user, username=form.cleaned_data["username"]
+            )
+        except services.ActionRefused as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Invited {invite.user.username}; they accept from their chat list.")
+    else:
+        messages.error(request, "Enter a username.")
+    return _back(room.pk)
+
+
+@require_POST
+def invite_revoke(request: HttpRequest, pk: int, invite_pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    invite = Invite.objects.filter(pk=invite_pk, room=room).first()
+    if invite is None:
+        raise Http404("No such invitation.")
+    members.invite_revoke(invite=invite)
+    messages.success(request, "Invitation revoked.")
+    return _back(room.pk)
+
+
+def _invite_page(request: HttpRequest, invite: Invite | None) -> HttpResponse:
+    """The preview before joining: the room's name, host and head count; nothing of its content."""
+    problem = members.invite_problem(invite)
+    if not problem and request.method == "POST":
+        if request.POST.get("decline") and invite.user_id is not None:
+            members.invite_decline(invite=invite, user=request.user)
+            messages.success(request, "Invitation declined.")
+            return redirect("home")
+        try:
+            room = members.invite_accept(invite=invite, user=request.user)
+        except services.ActionRefused as exc:
+            problem = str(exc)
+        else:
+            messages.success(request, f"You joined “{room.title}”.")
+            return redirect("rooms:room", pk=room.pk)
+    context = {"invite": invite, "problem": problem, "nav": "home"}
+    if invite is not None and not problem:
+        room = invite.room
+        context.update(
+            title=room.title,
+            host=room.host.get_username(),
+            people=1 + room.members.filter(state="active").count(),
+        )
+    return render(request, "rooms/invite.html", context, status=404 if invite is None else 200)
+
+
+def invite_link(request: HttpRequest, token: str) -> HttpResponse:
+    invite = (
+        Invite.objects.filter(token_hash=members.token_hash(token), revoked_at__isnull=True)
+        .select_related("room", "room__host")
+        .first()
+    )
+    return _invite_page(request, invite)
+
+
+def invitation(request: HttpRequest, invite_pk: int) -> HttpResponse:
+    invite = (
+        Invite.objects.filter(pk=invite_pk, user=request.user).select_related("room", "room__host").first()
+    )
+    if invite is None:
+        raise Http404("No such invitation.")
+    return _invite_page(request, invite)
+
+
+@require_POST
+def member_kick(request: HttpRequest, pk: int, user_pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    try:
+        member = members.member_kick(room=room, user_id=user_pk)
+    except services.ActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{member.user.username} was removed from the room.")
+    return _back(room.pk)
+
+
+@require_POST
+def host_offer(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    raw = request.POST.get("user", "")
+    try:
+        members.host_offer(room=room, user_id=int(raw) if raw else None)
+    except (ValueError, services.ActionRefused) as exc:
+        messages.error(request, str(exc) if isinstance(exc, services.ActionRefused) else "Choose a member.")
+    else:
+        messages.success(
+            request, "Offer sent; they become host when they accept." if raw else "Offer withdrawn."
+        )
+    return _back(room.pk)
+
+
+@require_POST
+def host_accept(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_member(request.user, pk)
+    try:
+        members.host_accept(room=room, user=request.user)
+    except services.ActionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "You are now the host of this room.")
+    return redirect("rooms:room", pk=room.pk)
+
+
+@require_POST
+def room_leave(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_member(request.user, pk)
+    members.room_leave(room=room, user=request.user)
+    if room.host_id == request.user.pk:
+        messages.success(request, f"You left “{room.title}”; it is archived.")
+    else:
+        messages.success(request, f"You left “{room.title}”.")
+    return redirect("home")
+
+
+@require_POST
+def member_persona(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_member(request.user, pk)
+    if room.host_id == request.user.pk:
+        raise PermissionDenied("The host's persona is set in the room's settings.")
+    form = MemberPersonaForm(request.POST, user=request.user)
+    if form.is_valid():
+        members.member_set_persona(room=room, user=request.user, persona=form.cleaned_data["persona"])
+        messages.success(request, "Your persona in this room is saved.")
+    return _back(room.pk)

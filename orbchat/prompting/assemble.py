@@ -98,6 +98,8 @@ class PromptInput:
     macro_context: MacroContext | None = None  # default: built from speaker/user/persona/speaking card
     prefix_names: bool = False  # group chats: history lines become "Name: text"
     mode: str = "normal"  # "normal" | "continue" | "impersonate"
+    # Rooms with several characters: who should write the reply (sent last, in "normal" mode only).
+    group_nudge: str = ""
     count_tokens: Callable[[str], int] | None = None  # default: default_count_tokens
 
 
@@ -199,6 +201,8 @@ class _Assembler:
             parts.append(_Part("Continue", "literal", [_msg("system", CONTINUE_NUDGE)]))
         elif inp.mode == "impersonate":
             parts.append(_Part("Impersonate", "literal", [_msg("system", self.sub(IMPERSONATE_NUDGE))]))
+        elif inp.group_nudge.strip():
+            parts.append(_Part("Group nudge", "literal", [_msg("system", self.sub(inp.group_nudge))]))
 
         tokens = {id(part): sum(self.count(m["content"]) for m in part.messages) for part in parts}
         budget = inp.context_size - inp.max_tokens

@@ -33,10 +33,16 @@
     else queue.push(frame);
   }
 
+  function markMine(item) {
+    if (item.dataset.author && item.dataset.author === root.dataset.me) item.classList.add("mine");
+  }
+  list.querySelectorAll(".message").forEach(markMine);
+
   function upsert(id, html) {
     const template = document.createElement("template");
     template.innerHTML = html.trim();
     const fresh = template.content.firstElementChild;
+    markMine(fresh);
     const existing = document.getElementById(`m-${id}`);
     if (existing) existing.replaceWith(fresh);
     else list.appendChild(fresh);
@@ -45,6 +51,23 @@
       early.delete(String(id));
     }
     fresh.scrollIntoView({ block: "nearest" });
+  }
+
+  let online = new Set();
+  function showOnline() {
+    document.querySelectorAll(".people-online [data-user]").forEach((li) => {
+      li.classList.toggle("online", online.has(li.dataset.user));
+    });
+  }
+
+  async function refreshRoster() {
+    // Seats and people changed: take the fresh roster from the page itself.
+    const response = await fetch(location.pathname, { headers: { Accept: "text/html" } });
+    if (!response.ok) return;
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fresh = page.querySelector(".roster");
+    if (fresh) document.querySelector(".roster").replaceWith(fresh);
+    showOnline();
   }
 
   function onEvent(data) {
@@ -60,6 +83,16 @@
     } else if (data.type === "removed") {
       data.ids.forEach((id) => document.getElementById(`m-${id}`)?.remove());
     } else if (data.type === "notice") showNotice(data.text, data.retry);
+    else if (data.type === "online") {
+      online = new Set(data.users.map(String));
+      showOnline();
+    } else if (data.type === "people") {
+      if (data.reload) location.reload();
+      else {
+        if (data.text) showNotice(data.text, false);
+        refreshRoster();
+      }
+    }
     else if (data.type === "draft") {
       input.value = data.text;
       input.focus();
@@ -154,6 +187,12 @@
       event.preventDefault();
       document.getElementById("composer").requestSubmit();
     }
+  });
+  root.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-speak]");
+    if (!button) return;
+    clearNotice();
+    send({ type: "speak", seat: button.dataset.speak });
   });
   document.getElementById("stop").addEventListener("click", () => send({ type: "stop" }));
   document.getElementById("regenerate").addEventListener("click", () => { clearNotice(); send({ type: "regenerate" }); });

@@ -417,6 +417,15 @@ def test_impersonate_appends_a_system_nudge_with_macros():
     }
 
 
+def test_group_nudge_goes_last_with_macros_and_only_in_normal_mode():
+    sections = [marker("chat_history")]
+    prompt = assemble(make(sections, history=chat(1), group_nudge="[Reply only as {{char}}.]"))
+    assert prompt.messages[-1] == {"role": "system", "content": "[Reply only as Maren.]"}
+    assert prompt.sections[-1].name == "Group nudge"
+    continued = assemble(make(sections, history=chat(1), group_nudge="[x]", mode="continue"))
+    assert continued.messages[-1] == {"role": "system", "content": CONTINUE_NUDGE}
+
+
 # Reports, the default preset and speed
 
 
