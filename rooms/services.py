@@ -96,7 +96,8 @@ def room_update(*, room: Room, **fields) -> Room:
     books = fields.pop("world_books", None)
     for name, value in fields.items():
         setattr(room, name, value)
-    room.save()
+    # Only these fields: a full save would write back a stale next_seq while turns are running.
+    room.save(update_fields=list(fields))
     if books is not None:
         room.world_books.set(books)
     return room

@@ -57,15 +57,24 @@ def _usable(names: Iterable[str]) -> list[str]:
     return kept
 
 
+def _forms(name: str) -> list[str]:
+    """Return how a name may be written: whole, or by its first word ("Maren" for "Maren Tallis")."""
+    words = name.split()
+    return [name, words[0]] if len(words) > 1 and len(words[0]) > 2 else [name]
+
+
 def mentioned(text: str, names: list[str]) -> list[str]:
     """Return the names that appear in text as whole words, in order of first appearance.
 
-    Matching ignores case. Where names overlap ("Old" inside "Old Tom") the longer match wins.
+    A multi-word name also counts when its first word appears ("Maren" for "Maren Tallis"), as
+    people write. Matching ignores case. Where names overlap ("Old" inside "Old Tom") the longer
+    match wins.
     """
     hits = []
     for name in _usable(names):
-        pattern = re.compile(_BEFORE + _phrase(name) + _AFTER, re.IGNORECASE)
-        hits.extend((m.start(), -(m.end() - m.start()), m.end(), name) for m in pattern.finditer(text))
+        for form in _forms(name):
+            pattern = re.compile(_BEFORE + _phrase(form) + _AFTER, re.IGNORECASE)
+            hits.extend((m.start(), -(m.end() - m.start()), m.end(), name) for m in pattern.finditer(text))
     hits.sort()
     found: list[str] = []
     covered = 0

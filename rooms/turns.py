@@ -224,10 +224,15 @@ async def _single(room_id: int, mode: str, seat_id: int | None = None) -> Varian
 
 
 async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> None:
-    """Run rounds until nobody is due to speak: a person's round, then the auto chain."""
+    """Run a person's round, then the auto chain (if on) until it is done, stopped or interrupted.
+
+    A person writing during the chain ends it: their message gets its round, and the chain does
+    not start again until a later message.
+    """
     started = time.time()
     auto_done = 0
     from_human = True
+    auto_allowed = True
     try:
         while True:
             state.interrupted.clear()
@@ -239,18 +244,21 @@ async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> No
                 await notice(room_id, "Nobody was picked to answer. Name a character or ask one to speak.")
             outcome = await _speak_in_turn(room_id, order, state, first)
             if outcome == "interrupted":
+                auto_allowed = auto_allowed and from_human
                 from_human, auto_done = True, 0
                 continue
             if outcome != "done" or not order or await _stop_requested(room_id, started):
                 return
-            if not speakers.auto_continues(rounds_done=auto_done, max_rounds=options.auto_turns):
+            if not auto_allowed or not speakers.auto_continues(
+                rounds_done=auto_done, max_rounds=options.auto_turns
+            ):
                 return
             try:
                 await asyncio.wait_for(state.interrupted.wait(), timeout=options.auto_delay)
             except TimeoutError:
                 from_human, auto_done = False, auto_done + 1
             else:
-                from_human, auto_done = True, 0
+                from_human, auto_done, auto_allowed = True, 0, False
             if await _stop_requested(room_id, started):
                 return
     finally:

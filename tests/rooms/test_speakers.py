@@ -49,7 +49,7 @@ def test_mentions_come_in_order_of_first_appearance():
 
 def test_multi_word_name_matches_as_a_phrase_only():
     assert mentioned("Hello, old  tom!", ["Old Tom"]) == ["Old Tom"]
-    assert mentioned("Tom is old.", ["Old Tom"]) == []
+    assert mentioned("Tom is here.", ["Old Tom"]) == []
 
 
 def test_names_with_regex_characters_match_literally():
@@ -221,3 +221,8 @@ def test_auto_mode_runs_until_its_round_limit():
     assert not auto_continues(rounds_done=DEFAULT_AUTO_TURNS, max_rounds=DEFAULT_AUTO_TURNS)
     assert not auto_continues(rounds_done=0, max_rounds=0)
     assert DEFAULT_AUTO_DELAY > 0
+
+
+def test_a_first_name_is_enough_to_call_a_character():
+    assert mentioned("Maren, are you there?", ["Maren Tallis", "Tobin"]) == ["Maren Tallis"]
+    assert mentioned("Tallis?", ["Maren Tallis"]) == []
