@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from orbchat import env
 
@@ -25,3 +26,13 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+
+def _warm_up() -> None:
+    """Import litellm and load its tokenizer now, not inside the first person's request (~10 s)."""
+    from rooms import tokens
+
+    tokens.count("warm up")
+
+
+threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()

@@ -25,6 +25,13 @@
         delay = 500;
         show("connected");
       }
+      if (data.type === "notice") {
+        // Notices for this user (an invitation, a host offer) show on whatever page is open.
+        const item = document.createElement("li");
+        item.className = "flash-info";
+        item.textContent = data.text;
+        document.getElementById("site-notices")?.appendChild(item);
+      }
       document.dispatchEvent(new CustomEvent("orbchat:socket", { detail: data }));
     });
     socket.addEventListener("close", (event) => {
