@@ -1,1 +1,195 @@
-"""Summaries, tiers and the recall log arrive with the memory issues."""
+"""Memory: tiered summaries of a room's older messages, the tuning that shapes them, index state."""
+
+from __future__ import annotations
+
+from django.conf import settings as conf
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+SHARED = "shared"
+
+
+def seat_scope(seat_id: int) -> str:
+    return f"seat-{seat_id}"
+
+
+class MemoryTuning(models.Model):
+    """The one row of memory settings (owner and admins change it). Changes apply to new work."""
+
+    class Mode(models.TextChoices):
+        MIXC = "mixC", "Sharper semantic recall (default)"
+        SEMANTIC = "semantic", "Semantic (no rerank)"
+        CHRONOLOGICAL = "chronological", "Chronological (no search)"
+        OFF = "off", "Off"
+
+    enabled = models.BooleanField("Memory on", default=True)
+    block_size = models.PositiveSmallIntegerField(
+        default=8, validators=[MinValueValidator(2), MaxValueValidator(64)], help_text="Messages per summary."
+    )
+    fresh_window = models.PositiveSmallIntegerField(
+        default=8,
+        validators=[MinValueValidator(0), MaxValueValidator(200)],
+        help_text="The newest messages, never summarised.",
+    )
+    fan_in = models.PositiveSmallIntegerField(
+        "Roll-up fan-in",
+        default=4,
+        validators=[MinValueValidator(2), MaxValueValidator(16)],
+        help_text="Summaries combined into one of the next tier.",
+    )
+    max_tier = models.PositiveSmallIntegerField(
+        "Deepest tier", default=3, validators=[MinValueValidator(0), MaxValueValidator(5)]
+    )
+    mode = models.CharField("Recall mode", max_length=16, choices=Mode.choices, default=Mode.MIXC)
+    query_window = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(20)],
+        help_text="Messages in the query.",
+    )
+    candidates = models.PositiveSmallIntegerField(
+        default=8,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Sent to the reranker.",
+    )
+    keep = models.PositiveSmallIntegerField(
+        default=3, validators=[MinValueValidator(1), MaxValueValidator(50)], help_text="Recalled per reply."
+    )
+    score_floor = models.FloatField(
+        default=0.35,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Cosine similarity a summary needs (unless a keyword matches).",
+    )
+    keyword_match = models.BooleanField(default=True, help_text="A keyword in the recent messages qualifies.")
+    heading = models.CharField(max_length=100, default="Past events")
+    budget_share = models.FloatField(
+        "Memory budget",
+        default=0.25,
+        validators=[MinValueValidator(0.01), MaxValueValidator(0.9)],
+        help_text="Share of the context all memory text may take.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "memory tuning"
+        verbose_name_plural = "memory tuning"
+
+    def __str__(self) -> str:
+        return "Memory tuning"
+
+
+class Summary(models.Model):
+    """One summary: a block of messages (tier 0) or a roll-up of summaries (tier 1+)."""
+
+    class Source(models.TextChoices):
+        UTILITY = "utility", "Utility model"
+        EXTRACTIVE = "extractive", "Built-in extractive"
+        PERSON = "person", "Yours"
+
+    room = models.ForeignKey("rooms.Room", on_delete=models.CASCADE, related_name="summaries")
+    # "shared", or "seat-<id>": one character's personal set (only blocks it witnessed).
+    scope = models.CharField(max_length=24, default=SHARED)
+    tier = models.PositiveSmallIntegerField()
+    block = models.PositiveIntegerField()
+    seq_from = models.PositiveIntegerField(help_text="First message covered.")
+    seq_to = models.PositiveIntegerField(help_text="Last message covered.")
+    heading = models.CharField(max_length=300, blank=True)
+    facts = models.JSONField(default=list, blank=True)
+    keywords = models.JSONField(default=list, blank=True)
+    text = models.TextField(help_text="The text as injected into a prompt.")
+    source = models.CharField(max_length=10, choices=Source.choices)
+    model = models.CharField(max_length=300, blank=True)
+    # A hash of what the summary was written from: the next run skips it while that is unchanged.
+    input_hash = models.CharField(max_length=64, blank=True)
+    stale = models.BooleanField(default=False)
+    # The hash of `text` as last embedded into the vector index ("" = not indexed yet).
+    indexed_hash = models.CharField(max_length=64, blank=True)
+    first_at = models.DateTimeField(null=True, blank=True)
+    last_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["room", "scope", "tier", "block"]
+        constraints = [
+            models.UniqueConstraint(fields=["room", "scope", "tier", "block"], name="memory_summary_once")
+        ]
+        indexes = [models.Index(fields=["room", "scope", "tier", "seq_from"])]
+        verbose_name_plural = "summaries"
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        return f"Tier {self.tier} · block {self.block} · messages {self.seq_from}–{self.seq_to}"
+
+
+class Scene(models.Model):
+    """A transcript chunk (one block's messages, speaker-labelled) in the `scenes` index."""
+
+    room = models.ForeignKey("rooms.Room", on_delete=models.CASCADE, related_name="scenes")
+    block = models.PositiveIntegerField()
+    seq_from = models.PositiveIntegerField()
+    seq_to = models.PositiveIntegerField()
+    text_hash = models.CharField(max_length=64)
+    indexed_hash = models.CharField(max_length=64, blank=True)
+    first_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["room", "block"]
+        constraints = [models.UniqueConstraint(fields=["room", "block"], name="memory_scene_once")]
+
+    def __str__(self) -> str:
+        return f"room {self.room_id} scene {self.block}"
+
+
+class RoomMemory(models.Model):
+    """Per-room memory state: the last problem, and a backfill's progress."""
+
+    class Backfill(models.TextChoices):
+        IDLE = "idle", "Idle"
+        RUNNING = "running", "Running"
+        CANCELLED = "cancelled", "Cancelled"
+        DONE = "done", "Done"
+
+    room = models.OneToOneField("rooms.Room", on_delete=models.CASCADE, related_name="memory_state")
+    last_error = models.TextField(blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    backfill = models.CharField(max_length=10, choices=Backfill.choices, default=Backfill.IDLE)
+    backfill_done = models.PositiveIntegerField(default=0)
+    backfill_total = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"memory of room {self.room_id}"
+
+
+class VectorIndex(models.Model):
+    """One generation of a host's vectors, made with one embedding model.
+
+    Changing the Text-embedding model starts a new generation (new collections); recall keeps
+    using the newest *ready* one until the new one is complete.
+    """
+
+    class State(models.TextChoices):
+        BUILDING = "building", "Building"
+        READY = "ready", "Ready"
+        RETIRED = "retired", "Retired"
+
+    user = models.ForeignKey(conf.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="vector_indexes")
+    model_key = models.CharField(max_length=200)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.BUILDING)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.model_key} ({self.state})"
+
+    def collection(self, kind: str) -> str:
+        """Return the Chroma collection name for `kind` ("memories" or "scenes")."""
+        return f"{kind}-i{self.pk}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
 
 from orbchat import env
 
@@ -14,3 +15,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbchat.settings")
 app = Celery("orbchat")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_ready.connect
+def _warm_up(**kwargs) -> None:
+    """Import litellm (≈10 s) when the worker starts, not inside the first task, under its lock."""
+    from rooms import tokens
+
+    tokens.count("warm up")

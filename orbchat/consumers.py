@@ -32,6 +32,12 @@ class SiteConsumer(AsyncJsonWebsocketConsumer):
         """Forward a notice meant for this user (every open tab of theirs gets it)."""
         await self.send_json({"type": "notice", "text": event["text"]})
 
+    async def user_progress(self, event: dict) -> None:
+        """Forward progress of this user's background work (a memory backfill, a re-index)."""
+        await self.send_json(
+            {key: event[key] for key in ("what", "room", "done", "total")} | {"type": "progress"}
+        )
+
     async def receive_json(self, content: dict, **kwargs) -> None:
         if content.get("type") == "ping":
             await self.send_json({"type": "pong"})

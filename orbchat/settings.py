@@ -136,6 +136,12 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Seconds a room's memory lock outlives its holder's last sign of life.
+MEMORY_LOCK_TTL = env.get_int("MEMORY_LOCK_TTL", 120)
+# Seconds before each retry of memory work after a 429/5xx from the Utility model.
+MEMORY_RETRY_BACKOFF = [
+    float(x) for x in env.get("MEMORY_RETRY_BACKOFF", "5,20,60,180").split(",") if x.strip()
+]
 
 # Tells whether the healthz worker check may wait this long for a ping answer.
 HEALTH_WORKER_TIMEOUT = 2.0

@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("orbchat.library.urls")),
     path("", include("orbchat.connections.urls")),
     path("", include("rooms.urls")),
+    path("", include("memory.urls")),
     path("admin/", admin.site.urls),
     *[
         path(f"{section}/", views.coming_soon, {"section": section}, name=section)

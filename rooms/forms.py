@@ -66,6 +66,12 @@ class RoomSettingsForm(forms.Form):
 class ChatImportForm(forms.Form):
     file = forms.FileField(label="SillyTavern chat (.jsonl)")
     character = forms.ModelChoiceField(queryset=Character.objects.none())
+    build_memory = forms.BooleanField(
+        label="Build memory for this chat",
+        required=False,
+        initial=True,
+        help_text="Summarise and index its history in the background.",
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from memory import services as memory
 from orbchat.accounts.models import User
 from orbchat.library.models import Character, Persona
 from orbchat.library.selectors import persona_default
@@ -326,6 +327,8 @@ def turn_finish(
     variant.save()
     Room.objects.filter(pk=variant.room_id).update(last_activity=timezone.now())
     events.message_changed(message)
+    # Only the last message is ever written to, and it is inside the never-summarised window.
+    memory.enqueue_catch_up(variant.room_id)
     return variant
 
 
@@ -341,6 +344,7 @@ def swipe(*, message: Message, direction: int) -> Message:
     message.active_index = target
     message.save(update_fields=["active_index"])
     events.message_changed(message)
+    memory.messages_changed(room_id=message.room_id, seqs=[message.seq])
     return message
 
 
@@ -353,6 +357,7 @@ def message_edit(*, message: Message, text: str) -> Message:
     variant.tokens = tokens.count(text)
     variant.save(update_fields=["text", "tokens", "updated_at"])
     events.message_changed(message)
+    memory.messages_changed(room_id=message.room_id, seqs=[message.seq])
     return message
 
 
@@ -361,6 +366,7 @@ def message_set_hidden(*, message: Message, hidden: bool) -> Message:
     message.hidden = hidden
     message.save(update_fields=["hidden"])
     events.message_changed(message)
+    memory.messages_changed(room_id=message.room_id, seqs=[message.seq])
     return message
 
 
@@ -374,6 +380,10 @@ def message_delete(*, message: Message, and_after: bool = False) -> list[int]:
     ids = list(doomed.values_list("pk", flat=True))
     doomed.delete()
     events.messages_removed(room.pk, ids)
+    if and_after:
+        memory.messages_rewound(room_id=room.pk, from_seq=message.seq)
+    else:
+        memory.messages_changed(room_id=room.pk, seqs=[message.seq])
     return ids
 
 

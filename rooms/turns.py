@@ -168,6 +168,21 @@ def _plan_round(room_id: int, *, from_human: bool, picked: list[int]) -> tuple[l
     return chosen, options
 
 
+def _open_round(
+    room_id: int, *, from_human: bool, picked: list[int]
+) -> tuple[list[int | None], RoomOptions, tuple[Variant, TurnPlan] | Exception | None]:
+    """Pick the round's speakers and begin the first one's reply (or say why it cannot begin)."""
+    order, options = _plan_round(room_id, from_human=from_human, picked=picked)
+    if not order:
+        return order, options, None
+    try:
+        return order, options, _begin(room_id, "reply", order[0])
+    except (services.TurnBusy, services.ActionRefused, NoChatModel) as exc:
+        return order, options, exc
+    except Seat.DoesNotExist:
+        return order, options, services.ActionRefused("That seat is gone.")
+
+
 class _Rounds:
     """The rounds of one room in this process: who speaks next, and whether a person interrupted."""
 
@@ -237,12 +252,16 @@ async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> No
         while True:
             state.interrupted.clear()
             picked, state.picked = state.picked, []
-            order, options = await database_sync_to_async(_plan_round)(
+            # One trip to the database picks the speakers and opens the first one's reply.
+            order, options, opened = await database_sync_to_async(_open_round)(
                 room_id, from_human=from_human, picked=picked
             )
+            if isinstance(opened, Exception):
+                await notice(room_id, str(opened))
+                return
             if not order and not first.done():
                 await notice(room_id, "Nobody was picked to answer. Name a character or ask one to speak.")
-            outcome = await _speak_in_turn(room_id, order, state, first)
+            outcome = await _speak_in_turn(room_id, order, state, first, opened)
             if outcome == "interrupted":
                 auto_allowed = auto_allowed and from_human
                 from_human, auto_done = True, 0
@@ -266,13 +285,25 @@ async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> No
             first.set_result(None)
 
 
-async def _speak_in_turn(room_id: int, order: list[int | None], state: _Rounds, first: asyncio.Future) -> str:
-    """Let each speaker answer in turn, each seeing the previous one's committed reply."""
-    for seat_id in order:
-        if state.interrupted.is_set():
+async def _speak_in_turn(
+    room_id: int,
+    order: list[int | None],
+    state: _Rounds,
+    first: asyncio.Future,
+    opened: tuple[Variant, TurnPlan] | None = None,
+) -> str:
+    """Let each speaker answer in turn, each seeing the previous one's committed reply.
+
+    `opened` is the first speaker's reply, already begun.
+    """
+    for position, seat_id in enumerate(order):
+        if state.interrupted.is_set() and not (position == 0 and opened):
             return "interrupted"
         try:
-            variant, plan = await database_sync_to_async(_begin)(room_id, "reply", seat_id)
+            if position == 0 and opened:
+                variant, plan = opened
+            else:
+                variant, plan = await database_sync_to_async(_begin)(room_id, "reply", seat_id)
         except (services.TurnBusy, services.ActionRefused, NoChatModel, Seat.DoesNotExist) as exc:
             await notice(
                 room_id, str(exc) if not isinstance(exc, Seat.DoesNotExist) else "That seat is gone."

@@ -129,7 +129,10 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         services.room_update(room=room, settings={**room.settings, **RoomOptions(**play).to_json()}, **fields)
         messages.success(request, "Chat settings saved.")
         return redirect("rooms:room", pk=room.pk)
-    return render(request, "rooms/settings.html", {"room": room, "form": form, "nav": "home"})
+    from memory.selectors import room_memory_status
+
+    context = {"room": room, "form": form, "memory": room_memory_status(room), "nav": "home"}
+    return render(request, "rooms/settings.html", context)
 
 
 def room_delete(request: HttpRequest, pk: int) -> HttpResponse:
@@ -193,6 +196,10 @@ def chat_import(request: HttpRequest) -> HttpResponse:
         messages.warning(request, f"{upload.name}: imported, but skipped " + "; ".join(problems))
     else:
         messages.success(request, f"{upload.name}: imported.")
+    if form.cleaned_data["build_memory"]:
+        from memory import tasks as memory_tasks
+
+        memory_tasks.backfill_start(room.pk)
     return redirect("rooms:room", pk=room.pk)
 
 

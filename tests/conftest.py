@@ -71,12 +71,17 @@ def child_env(real_services, django_db_setup, django_db_blocker) -> dict[str, st
         "CHROMA_URL": real_services["chroma"],
         "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
         "SECRET_KEY": settings.SECRET_KEY,
+        "MEMORY_RETRY_BACKOFF": "0.2,0.2,0.2",
+        "MEMORY_LOCK_TTL": "15",
     }
 
 
 @pytest.fixture(scope="session")
 def celery_worker(service_dir, child_env):
     """A real Celery worker process on the test broker and database."""
+    from orbchat.celery import app
+
+    app.control.purge()  # work queued by earlier tests (with no worker) is not this test's
     process = services.start_worker(service_dir, child_env)
     yield process
     process.stop()

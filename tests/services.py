@@ -127,11 +127,11 @@ def start_chroma(tmp: Path) -> tuple[Process, str]:
     return process, url
 
 
-def start_worker(tmp: Path, env: dict[str, str]) -> Process:
+def start_worker(tmp: Path, env: dict[str, str], *, queues: str = "memory,default") -> Process:
     from orbchat.celery import app
 
     process = Process(
-        "worker",
+        f"worker-{queues.replace(',', '-')}",
         [
             str(VENV_BIN / "celery"),
             "-A",
@@ -139,16 +139,21 @@ def start_worker(tmp: Path, env: dict[str, str]) -> Process:
             "worker",
             "--pool",
             "solo",
+            "-n",
+            f"{queues.replace(',', '-')}@%h",
             "-Q",
-            "memory,default",
+            queues,
             "-l",
             "info",
         ],
         log_dir=tmp,
         env=env,
     )
+    import socket
+
+    name = f"{queues.replace(',', '-')}@{socket.gethostname()}"
     wait_until(
-        lambda: bool(app.control.ping(timeout=1)),
+        lambda: bool(app.control.ping(destination=[name], timeout=1)),
         timeout=90,
         what="celery worker",
         process=process.popen,

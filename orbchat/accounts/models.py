@@ -12,6 +12,11 @@ class User(AbstractUser):
         USER = "user", "User"
 
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.USER)
+    remember_long_chats = models.BooleanField(
+        "Remember earlier in long chats",
+        default=True,
+        help_text="Summarise older messages of the chats you host and recall them when they matter.",
+    )
 
     class Meta(AbstractUser.Meta):
         constraints = [

@@ -32,5 +32,5 @@ def embed(texts: list[str]) -> list[list[float]]:
     """Return one unit-length vector per text (cosine similarity is then a dot product)."""
     if not texts:
         return []
-    vectors = _load().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    vectors = _load().encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
     return vectors.tolist()

@@ -125,7 +125,13 @@ def model_roles_update(
     if rerank_kind == ModelRoles.Rerank.LOCAL and not rerank_local_path.strip():
         raise ValidationError("A local CrossEncoder needs the path of its model folder.")
     roles = model_roles_get(user=user)
+    embedding_changed = roles.embedding_id != (embedding.pk if embedding else None)
     roles.chat, roles.utility, roles.embedding = chat, utility, embedding
     roles.rerank_kind, roles.rerank, roles.rerank_local_path = rerank_kind, rerank, rerank_local_path.strip()
     roles.save()
+    if embedding_changed:
+        from memory import index
+
+        # A new embedding model means a new index: start building it now (memory owns that).
+        transaction.on_commit(lambda: index.live_generations(user) if index.has_vectors(user) else None)
     return roles

@@ -46,8 +46,16 @@ def connection_list(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Model roles saved.")
             return redirect("connections:list")
+    from memory.selectors import reindex_status
+
     connections = Connection.objects.filter(owner=request.user)
-    context = {"connections": connections, "form": form, "roles": roles, "nav": "connections"}
+    context = {
+        "connections": connections,
+        "form": form,
+        "roles": roles,
+        "reindex": reindex_status(request.user),
+        "nav": "connections",
+    }
     return render(request, "connections/list.html", context)
 
 

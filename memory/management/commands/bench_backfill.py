@@ -1,0 +1,231 @@
+"""Measure memory backfill: `python manage.py bench_backfill --out FILE.json`.
+
+Builds a synthetic 10,000-message room, backfills it with the built-in extractive summariser and
+then with the fake provider as Utility model, and times summaries, scene indexing and — in the
+same run, on the same texts — the raw embedding model. Prints a table and writes the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import secrets
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+
+NAMES = ["Maren", "Tobin", "Harrow", "Ilse", "Corwin", "Esk", "Wren", "Dunmore"]
+PLACES = ["the lighthouse", "Inchfallow", "the customs house", "the seal rocks", "the fog bell", "the ferry"]
+THINGS = ["brass key", "tide ledger", "lamp wick", "sea chart", "iron lantern", "salt box", "signal flag"]
+VERBS = ["found", "hid", "lost", "mended", "sold", "stole", "buried", "carried"]
+
+
+def sentence(rng: random.Random) -> str:
+    when = f"{rng.choice(['storm', 'bells', 'tide', 'ferry'])} {rng.choice(['came', 'turned', 'rang'])}"
+    who, did, what, where = rng.choice(NAMES), rng.choice(VERBS), rng.choice(THINGS), rng.choice(PLACES)
+    return f"{who} {did} the {what} near {where} before the {when}."
+
+
+def message_text(rng: random.Random, seq: int) -> str:
+    small = ["Hm.", "Thanks.", "*nods*", "Go on."]
+    parts = [sentence(rng) for _ in range(rng.randint(2, 5))]
+    if rng.random() < 0.3:
+        parts.insert(0, rng.choice(small))
+    return f"{' '.join(parts)} (#{seq})"
+
+
+class Command(BaseCommand):
+    help = "Benchmark memory backfill on a synthetic 10,000-message room (table + JSON)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--out", required=True)
+        parser.add_argument("--messages", type=int, default=10_000)
+
+    def handle(self, *args, out: str, messages: int, **options) -> None:
+        from memory import vectorstore
+
+        self.children: list[subprocess.Popen] = []
+        self.folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-"))
+        try:
+            try:
+                vectorstore.heartbeat()
+            except Exception:  # noqa: BLE001 - no Chroma answering: start a private one
+                self._start_chroma()
+            results = self._run(messages)
+        finally:
+            for child in self.children:
+                child.terminate()
+                child.wait(timeout=20)
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(results, indent=2))
+        self._print(results)
+        self.stdout.write(f"wrote {out}")
+
+    def _start_chroma(self) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        chroma = Path(settings.BASE_DIR) / ".venv" / "bin" / "chroma"
+        log = open(self.folder / "chroma.log", "wb")  # noqa: SIM115 - the child owns it
+        self.children.append(
+            subprocess.Popen(
+                [str(chroma), "run", "--path", str(self.folder / "chroma"), "--port", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "RUST_LOG": "warn"},
+            )
+        )
+        settings.CHROMA_URL = f"http://127.0.0.1:{port}"
+        from memory import vectorstore
+
+        for _ in range(300):
+            try:
+                vectorstore.heartbeat()
+                return
+            except Exception:  # noqa: BLE001
+                time.sleep(0.1)
+        raise CommandError("the private Chroma server did not start")
+
+    def _room(self, user, character, size: int):
+        from rooms import services
+        from rooms.models import Message, Room, Variant
+
+        rng = random.Random(size)
+        room = services.room_create_from_character(host=user, character=character)
+        seat = room.seats.get()
+        for start in range(1, size, 5_000):
+            seqs = range(start, min(size, start + 5_000))
+            made = Message.objects.bulk_create(
+                [
+                    Message(
+                        room=room,
+                        seq=seq,
+                        kind=Message.Kind.HUMAN if seq % 2 else Message.Kind.CHARACTER,
+                        author=user if seq % 2 else None,
+                        seat=None if seq % 2 else seat,
+                        speaker_name="Traveller" if seq % 2 else character.name,
+                    )
+                    for seq in seqs
+                ]
+            )
+            if made[0].pk is None:
+                made = list(Message.objects.filter(room=room, seq__in=seqs).order_by("seq"))
+            Variant.objects.bulk_create(
+                [
+                    Variant(message=m, room=room, index=0, text=message_text(rng, m.seq), tokens=40)
+                    for m in made
+                ]
+            )
+        Room.objects.filter(pk=room.pk).update(next_seq=size)
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return room
+
+    def _run(self, size: int) -> dict:
+        from memory import index, services
+        from memory.models import Scene
+        from orbchat.accounts.models import User
+        from orbchat.connections import embedder
+        from orbchat.connections import services as connections
+        from orbchat.library import services as library
+        from tests.fakes.llm import FakeLLM, Reply
+
+        user = User.objects.create_user(
+            username=f"bench-{secrets.token_hex(4)}", password=secrets.token_hex(16)
+        )
+        try:
+            library.preset_default_create(owner=user)
+            card = {"name": "Maren", "description": "Keeper of the light.", "first_mes": "Welcome."}
+            character = library.character_create(owner=user, card=card)
+            embedder.embed(["warm up"])  # load the model before the clock starts
+
+            room = self._room(user, character, size)
+            started = time.perf_counter()
+            extractive = services.backfill(room.pk)
+            extractive_s = time.perf_counter() - started
+
+            # The raw encoder on the very texts the scenes index embedded.
+            texts = []
+            for scene in Scene.objects.filter(room=room).order_by("block"):
+                lines = services._lines(room, scene.seq_from, scene.seq_to + 1)
+                texts.append(services.scene_text(lines))
+            clock = time.perf_counter()
+            for start in range(0, len(texts), index.BATCH):
+                embedder.embed(texts[start : start + index.BATCH])
+            raw_per_s = len(texts) / (time.perf_counter() - clock)
+
+            reply = Reply(
+                json.dumps(
+                    {
+                        "heading": "Maren and the Traveller at the lighthouse",
+                        "facts": [
+                            "The brass key was hidden near the fog bell.",
+                            "Harrow sold the tide ledger.",
+                        ],
+                        "keywords": ["brass key", "fog bell", "tide ledger"],
+                    }
+                )
+            )
+            with FakeLLM(default=reply) as llm:
+                utility = connections.connection_create(
+                    owner=user, name="fake", provider="local", model="fake-utility", api_base=llm.base_url
+                )
+                connections.model_roles_update(
+                    user=user, chat=None, utility=utility, embedding=None, rerank_kind="builtin"
+                )
+                second = self._room(user, character, size)
+                clock = time.perf_counter()
+                with_llm = services.backfill(second.pk)
+                llm_s = time.perf_counter() - clock
+        finally:
+            user.delete()
+        chunks_per_s = (
+            extractive.scenes_indexed / extractive.index_scenes_s if extractive.index_scenes_s else 0.0
+        )
+        return {
+            "messages": size,
+            "summaries": extractive.written,
+            "scenes": extractive.scenes_indexed,
+            "summaries_per_s": {
+                "extractive": round(extractive.written / extractive.summarise_s, 1),
+                "fake_llm": round(with_llm.written / with_llm.summarise_s, 1),
+            },
+            "chunks_per_s": round(chunks_per_s, 1),
+            "raw_encoder_per_s": round(raw_per_s, 1),
+            "indexing_vs_raw": round(chunks_per_s / raw_per_s, 3) if raw_per_s else 0.0,
+            "backfill_10k_s": round(extractive_s, 1),
+            "backfill_10k_fake_llm_s": round(llm_s, 1),
+            "worker_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+
+    def _print(self, r: dict) -> None:
+        rows = [
+            ("summaries written", f"{r['summaries']}"),
+            ("summaries/s, extractive", f"{r['summaries_per_s']['extractive']}"),
+            ("summaries/s, fake Utility model", f"{r['summaries_per_s']['fake_llm']}"),
+            ("scene chunks embedded/s (indexing)", f"{r['chunks_per_s']}"),
+            ("raw encoder, same texts/s", f"{r['raw_encoder_per_s']}"),
+            ("indexing / raw (target >= 0.80)", f"{r['indexing_vs_raw']}"),
+            (
+                f"backfill of {r['messages']:,} messages, extractive (target < 300 s)",
+                f"{r['backfill_10k_s']} s",
+            ),
+            (
+                f"backfill of {r['messages']:,} messages, fake Utility model",
+                f"{r['backfill_10k_fake_llm_s']} s",
+            ),
+            ("resident memory (max RSS)", f"{r['worker_rss_mb']} MB"),
+        ]
+        width = max(len(name) for name, _ in rows)
+        for name, value in rows:
+            self.stdout.write(f"{name.ljust(width)}  {value}")

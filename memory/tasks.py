@@ -1,0 +1,205 @@
+"""Background memory work. Tasks take ids and call services; retries and limits live here.
+
+One room's memory is written by one task at a time (a Redis lock). A request that arrives while
+the room is locked leaves a "dirty" mark; the holder runs again before it lets go, so nothing is
+missed and nothing runs twice at once. Every task is safe to run again (acks_late).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import redis
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+
+from memory import services
+
+log = logging.getLogger(__name__)
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def dirty_key(room_id: int) -> str:
+    return f"orbchat:memory-dirty:{room_id}"
+
+
+def lock_key(room_id: int) -> str:
+    return f"orbchat:memory-lock:{room_id}"
+
+
+def cancel_key(room_id: int) -> str:
+    return f"orbchat:memory-cancel:{room_id}"
+
+
+def locked_runs(room_id: int, work: Callable[[Callable[[], None]], object]) -> bool:
+    """Run `work` for the room under its lock, again while new requests arrived; False if busy.
+
+    `work` gets a heartbeat to call as it goes: the lock lives MEMORY_LOCK_TTL seconds past the
+    last beat, so a killed worker's lock soon expires and the next run catches up.
+    """
+    ttl = settings.MEMORY_LOCK_TTL
+    client = _redis()
+    client.set(dirty_key(room_id), "1", ex=max(ttl, 60))
+    ran = False
+    # A request may mark the room dirty just after the holder's last look and just before it
+    # lets go; looking once more after releasing closes that gap.
+    while client.exists(dirty_key(room_id)):
+        lock = client.lock(lock_key(room_id), timeout=ttl, blocking=False)
+        if not lock.acquire():
+            return ran  # the holder sees the dirty mark and runs again
+        try:
+            while client.getdel(dirty_key(room_id)):
+                work(lambda held=lock: held.extend(ttl, replace_ttl=True))
+                ran = True
+        finally:
+            try:
+                lock.release()
+            except redis.exceptions.LockError:
+                log.warning("memory lock of room %s expired while working", room_id)
+    return ran
+
+
+def _notify_user(user_id: int, text: str) -> None:
+    from rooms.events import user_notice
+
+    user_notice(user_id, text)
+
+
+def _notify_host(room_id: int, text: str) -> None:
+    from rooms.events import user_notice
+    from rooms.models import Room
+
+    room = Room.objects.filter(pk=room_id).only("host_id", "title").first()
+    if room is not None:
+        user_notice(room.host_id, f"Memory for “{room.title}”: {text}")
+
+
+@shared_task(bind=True, acks_late=True, soft_time_limit=600, time_limit=660, max_retries=None, queue="memory")
+def catch_up(self, room_id: int) -> None:
+    """Summarise and index whatever is due in the room."""
+    backoff = settings.MEMORY_RETRY_BACKOFF
+    try:
+        locked_runs(room_id, lambda beat: services.catch_up(room_id, progress=lambda *_: beat()))
+    except services.ProviderTrouble as exc:
+        if exc.retriable and self.request.retries < len(backoff):
+            raise self.retry(countdown=backoff[self.request.retries]) from exc
+        # Out of retries (or a failure that will not pass by itself): write offline, tell the host.
+        locked_runs(
+            room_id,
+            lambda beat: services.catch_up(room_id, on_provider_error="fallback", progress=lambda *_: beat()),
+        )
+        _notify_host(
+            room_id,
+            f"the Utility model failed ({exc}); summaries were written by the built-in summariser "
+            "and will be upgraded by a backfill once it works.",
+        )
+    except services.index.EmbedderFailed as exc:
+        _notify_host(room_id, f"your library couldn't be indexed ({exc}). It will be retried.")
+        raise self.retry(countdown=60, max_retries=3) from exc
+    except SoftTimeLimitExceeded:
+        log.warning("memory catch-up of room %s hit its time limit; the next run continues", room_id)
+
+
+@shared_task(acks_late=True, queue="memory")
+def forget_vectors(host_id: int, memory_ids: list[str], scene_ids: list[str]) -> None:
+    """Delete vectors of summaries and scenes that no longer exist."""
+    from orbchat.accounts.models import User
+
+    user = User.objects.filter(pk=host_id).first()
+    if user is not None:
+        generations = services.index.live_generations(user)
+        services.index.delete_memories(generations, memory_ids)
+        services.index.delete_scenes(generations, scene_ids)
+
+
+class _UserPusher:
+    """Send progress of background work to one user's open tabs, at most a few times a second."""
+
+    def __init__(self, user_id: int | None, what: str, room_id: int | None = None) -> None:
+        self.host_id = user_id
+        self.what = what
+        self.room_id = room_id
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        now = time.monotonic()
+        if self.host_id is None or (now - self.last < 0.3 and done < total):
+            return
+        self.last = now
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        from orbchat.consumers import user_group
+
+        async_to_sync(get_channel_layer().group_send)(
+            user_group(self.host_id),
+            {"type": "user.progress", "what": self.what, "room": self.room_id, "done": done, "total": total},
+        )
+
+
+@shared_task(
+    bind=True, acks_late=True, soft_time_limit=3600, time_limit=3660, max_retries=None, queue="memory"
+)
+def backfill(self, room_id: int) -> None:
+    """Build a room's whole memory with progress; cancellable; resumable by running again."""
+    from rooms.models import Room
+
+    client = _redis()
+    push = _UserPusher(
+        Room.objects.filter(pk=room_id).values_list("host_id", flat=True).first(), "backfill", room_id
+    )
+
+    def work(beat) -> None:
+        def progress(done: int, total: int) -> None:
+            beat()
+            push(done, total)
+
+        services.backfill(
+            room_id, progress=progress, cancelled=lambda: bool(client.exists(cancel_key(room_id)))
+        )
+
+    try:
+        if not locked_runs(room_id, work):
+            raise self.retry(countdown=2)  # a catch-up holds the room; the backfill follows it
+    except services.ProviderTrouble as exc:
+        if exc.retriable and self.request.retries < len(settings.MEMORY_RETRY_BACKOFF):
+            raise self.retry(countdown=settings.MEMORY_RETRY_BACKOFF[self.request.retries]) from exc
+        _notify_host(
+            room_id, f"the backfill stopped: the Utility model failed ({exc}). Press it again later."
+        )
+    except SoftTimeLimitExceeded:
+        _notify_host(room_id, "the backfill ran out of time; press it again to continue where it stopped.")
+
+
+def backfill_start(room_id: int) -> None:
+    _redis().delete(cancel_key(room_id))
+    backfill.delay(room_id)
+
+
+def backfill_cancel(room_id: int) -> None:
+    _redis().set(cancel_key(room_id), "1", ex=3600)
+
+
+@shared_task(bind=True, acks_late=True, soft_time_limit=6 * 3600, time_limit=6 * 3600 + 60, queue="memory")
+def reindex(self, generation_id: int) -> None:
+    """Index a host's whole library with a new embedding model; recall switches when it is done."""
+    from memory.models import VectorIndex
+
+    generation = VectorIndex.objects.filter(pk=generation_id).first()
+    if generation is None:
+        return
+    push = _UserPusher(generation.user_id, "reindex")
+    try:
+        services.reindex(generation_id, progress=push)
+    except services.index.EmbedderFailed as exc:
+        _notify_user(
+            generation.user_id, f"Re-indexing with the new embedding model failed ({exc}); retrying."
+        )
+        raise self.retry(countdown=60, max_retries=5) from exc

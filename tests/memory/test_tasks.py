@@ -1,0 +1,110 @@
+"""Memory work in a real Celery worker: enqueued on commit, retried, resumed after a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from memory import index, tasks
+from memory.models import RoomMemory, Summary
+from orbchat.connections import services as connection_services
+from orbchat.consumers import user_group
+from rooms import services as room_services
+from tests import services as test_services
+from tests.fakes.llm import Reply
+from tests.memory.conftest import story_room
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_for(check, *, timeout: float = 90, what: str = "it") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def set_utility(host, fake_llm):
+    connection = connection_services.connection_create(
+        owner=host, name="Fake utility", provider="local", model="fake-utility", api_base=fake_llm.base_url
+    )
+    connection_services.model_roles_update(
+        user=host, chat=None, utility=connection, embedding=None, rerank_kind="builtin"
+    )
+
+
+def finish_a_reply(room) -> None:
+    """A character reply commits, as at the end of a streamed turn."""
+    variant = room_services.turn_begin(room=room, mode="reply", seat=room.seats.first())
+    room_services.turn_finish(
+        variant_id=variant.pk, text="The lamp is lit.", state="done", finish_reason="stop"
+    )
+
+
+def test_a_committed_reply_gets_its_summary_from_the_worker(room, celery_worker):
+    story_room(room, 15)
+    finish_a_reply(room)  # message 16 of 16: block 0 is now complete
+    wait_for(lambda: Summary.objects.filter(room=room, tier=0, block=0).exists(), what="the first summary")
+    summary = Summary.objects.get(room=room, tier=0, block=0)
+    assert summary.source == Summary.Source.EXTRACTIVE
+    wait_for(lambda: Summary.objects.get(pk=summary.pk).indexed_hash != "", what="indexing")
+
+
+def test_a_failing_utility_model_is_retried_then_the_host_is_told(room, host, fake_llm, celery_worker):
+    set_utility(host, fake_llm)
+    fake_llm.script(*[Reply(status=503) for _ in range(20)])
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(user_group(host.pk), channel)
+    story_room(room, 15)
+    finish_a_reply(room)
+    notice = async_to_sync(layer.receive)(channel)
+    assert notice["type"] == "user.notice"
+    assert "Utility model failed" in notice["text"] and room.title in notice["text"]
+    assert len(fake_llm.requests) >= 4  # the first try and three retries
+    summary = Summary.objects.get(room=room, tier=0, block=0)
+    assert summary.source == Summary.Source.EXTRACTIVE  # memory did not stop
+    assert (
+        "overloaded" in RoomMemory.objects.get(room=room).last_error.lower()
+        or RoomMemory.objects.get(room=room).last_error
+    )
+
+
+def test_a_worker_killed_mid_backfill_resumes_without_duplicates(
+    room, host, fake_llm, service_dir, child_env
+):
+    set_utility(host, fake_llm)
+    fake_llm.default = Reply(
+        '{"heading": "A scene", "facts": ["Something mattered."], "keywords": ["lamp"]}',
+        first_token_delay=0.3,
+    )
+    story_room(room, 200)
+    worker = test_services.start_worker(service_dir, child_env, queues="killtest")
+    try:
+        tasks.backfill.apply_async((room.pk,), queue="killtest")
+        wait_for(lambda: Summary.objects.filter(room=room).count() >= 4, what="a few summaries")
+    finally:
+        os.killpg(worker.popen.pid, signal.SIGKILL)
+        worker.popen.wait()
+    written = Summary.objects.filter(room=room).count()
+    assert 0 < written < 31
+    worker = test_services.start_worker(service_dir, child_env, queues="killtest")
+    try:
+        tasks.backfill.apply_async((room.pk,), queue="killtest")
+        wait_for(lambda: Summary.objects.filter(room=room).count() == 31, timeout=120, what="the rest")
+        wait_for(
+            lambda: RoomMemory.objects.get(room=room).backfill == RoomMemory.Backfill.DONE, what="the end"
+        )
+    finally:
+        worker.stop()
+    tiers = sorted(Summary.objects.filter(room=room).values_list("tier", "block"))
+    assert len(tiers) == len(set(tiers)) == 31
+    generation = index.reading_generation(host)
+    assert index._collection(generation, "memories").count() == 31
