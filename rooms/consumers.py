@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from orbchat.connections.gateway import plain_error
@@ -28,6 +29,9 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
     def _allowed(self, user, action: str | None) -> str:
         """Return "" when allowed; otherwise "gone" (no access at all) or the refusal's text."""
         room = Room.objects.filter(pk=self.room_id).first()
+        if user is not None and user.is_authenticated:
+            # Fresh from the database: a person deactivated since connecting is out at once.
+            user = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
         if room is None or user is None or not permissions.can_enter(user, room):
             return "gone"
         if action is None:

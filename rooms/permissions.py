@@ -76,9 +76,16 @@ def may_act(user, room: Room, action: str) -> bool:
     return who is not None and who in SOCKET_ACTIONS.get(action, set())
 
 
+def ensure_writable(room: Room) -> None:
+    """Refuse changes to an archived room (its host left): it is read only for everyone."""
+    if room.archived_at:
+        raise PermissionDenied("This room is archived: it can be read, not changed.")
+
+
 def message_for_author_or_host(user, room_id: int, message_id: int) -> Message:
     """Return a message its author (a member) or the host may change; 403/404 otherwise."""
     room = room_for_member(user, room_id)
+    ensure_writable(room)
     message = Message.objects.filter(pk=message_id, room=room).select_related("room").first()
     if message is None:
         raise Http404("No such message.")
@@ -87,8 +94,10 @@ def message_for_author_or_host(user, room_id: int, message_id: int) -> Message:
     return message
 
 
-def message_for_host(user, room_id: int, message_id: int) -> Message:
+def message_for_host(user, room_id: int, message_id: int, *, write: bool = True) -> Message:
     room = room_for_host(user, room_id)
+    if write:
+        ensure_writable(room)
     message = Message.objects.filter(pk=message_id, room=room).select_related("room").first()
     if message is None:
         raise Http404("No such message.")

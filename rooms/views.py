@@ -103,7 +103,7 @@ def message_delete(request: HttpRequest, pk: int, message_pk: int) -> HttpRespon
 
 @require_POST
 def room_fork(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
-    message = permissions.message_for_host(request.user, pk, message_pk)
+    message = permissions.message_for_host(request.user, pk, message_pk, write=False)
     fork = services.room_fork(room=message.room, at_seq=message.seq)
     messages.success(request, f"Forked at message #{message.seq}. The original chat is unchanged.")
     return redirect("rooms:room", pk=fork.pk)
@@ -234,6 +234,7 @@ def _back(room_pk: int) -> HttpResponse:
 
 def _host_seat(request: HttpRequest, pk: int, seat_pk: int) -> Seat:
     room = permissions.room_for_host(request.user, pk)
+    permissions.ensure_writable(room)
     seat = Seat.objects.filter(pk=seat_pk, room=room).select_related("room").first()
     if seat is None:
         raise Http404("No such seat.")
@@ -243,6 +244,7 @@ def _host_seat(request: HttpRequest, pk: int, seat_pk: int) -> Seat:
 @require_POST
 def seat_add(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_host(request.user, pk)
+    permissions.ensure_writable(room)
     form = SeatAddForm(request.POST, user=request.user, room=room)
     if not form.is_valid():
         messages.error(request, "Choose one of your characters who is not seated.")
