@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
 from orbchat.connections.gateway import plain_error
 from rooms import events, online, permissions, relay, services, turns
