@@ -499,8 +499,9 @@ def tuning_update(*, form) -> MemoryTuning:
 
 @transaction.atomic
 def remember_set(*, user, on: bool) -> None:
-    type(user).objects.filter(pk=user.pk).update(remember_long_chats=on)
-    user.remember_long_chats = on
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.filter(pk=user.pk).update(remember_long_chats=on)
 
 
 # Backfill ----------------------------------------------------------------------------------------

@@ -76,9 +76,13 @@ def child_env(real_services, django_db_setup, django_db_blocker) -> dict[str, st
     }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def celery_worker(service_dir, child_env):
-    """A real Celery worker process on the test broker and database."""
+    """A real Celery worker process on the test broker and database, for one test module.
+
+    Module scope: a worker left running would pick up the memory work other modules' tests
+    enqueue and drive themselves, and race them.
+    """
     from orbchat.celery import app
 
     app.control.purge()  # work queued by earlier tests (with no worker) is not this test's

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import channel_layers
 
 from memory import index, tasks
 from memory.models import RoomMemory, Summary
@@ -60,7 +60,8 @@ def test_a_committed_reply_gets_its_summary_from_the_worker(room, celery_worker)
 def test_a_failing_utility_model_is_retried_then_the_host_is_told(room, host, fake_llm, celery_worker):
     set_utility(host, fake_llm)
     fake_llm.script(*[Reply(status=503) for _ in range(20)])
-    layer = get_channel_layer()
+    # A layer of the test's own: receiving binds it to this event loop, which others must not share.
+    layer = channel_layers.make_backend("default")
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(user_group(host.pk), channel)
     story_room(room, 15)

@@ -1,0 +1,72 @@
+"""Memory pages: who may use them."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from memory.models import MemoryTuning
+from rooms import members
+from tests.factories import make_user
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def people(host, room):
+    member = make_user(actor=host, username="member")
+    invite, _ = members.invite_link_create(room=room, by=host)
+    members.invite_accept(invite=invite, user=member)
+    return {"member": member, "outsider": make_user(actor=host, username="outsider")}
+
+
+@pytest.mark.parametrize("name", ["memory:backfill", "memory:backfill_cancel"])
+def test_only_the_host_starts_or_stops_a_backfill(host, room, people, name):
+    url = reverse(name, args=[room.pk])
+    assert client_for(people["member"]).post(url).status_code == 403
+    assert client_for(people["outsider"]).post(url).status_code == 404
+    assert Client().post(url).status_code == 302  # to the login page
+    assert client_for(host).post(url).status_code == 302
+
+
+def test_memory_tuning_is_for_the_owner_and_admins(host, people):
+    url = reverse("memory:tuning")
+    assert client_for(people["member"]).get(url).status_code == 403
+    owner = client_for(host)
+    assert owner.get(url).status_code == 200
+    response = owner.post(url, {"block_size": 1, "fresh_window": 8, "fan_in": 4, "max_tier": 3})
+    assert response.status_code == 200 and "block_size" in response.context["form"].errors
+    assert not MemoryTuning.objects.filter(block_size=1).exists()
+
+
+def test_memory_tuning_saves_valid_values(host):
+    data = {
+        "enabled": "on",
+        "block_size": 10,
+        "fresh_window": 6,
+        "fan_in": 4,
+        "max_tier": 2,
+        "mode": "semantic",
+        "query_window": 2,
+        "candidates": 8,
+        "keep": 3,
+        "score_floor": 0.4,
+        "keyword_match": "on",
+        "heading": "Past events",
+        "budget_share": 0.25,
+    }
+    assert client_for(host).post(reverse("memory:tuning"), data).status_code == 302
+    tuning = MemoryTuning.objects.get()
+    assert (tuning.block_size, tuning.fresh_window, tuning.mode) == (10, 6, "semantic")
+
+
+def test_each_person_switches_their_own_memory(host, people):
+    client_for(people["member"]).post(reverse("memory:remember"), {})
+    people["member"].refresh_from_db()
+    host.refresh_from_db()
+    assert not people["member"].remember_long_chats and host.remember_long_chats
