@@ -37,15 +37,30 @@ def model_key(user) -> str:
 
 def embed(user, texts: list[str]) -> list[list[float]]:
     """Embed texts with the user's Text-embedding role (the built-in MiniLM by default), in batches."""
-    roles = model_roles_get(user=user)
+    return _embed(model_roles_get(user=user).embedding, texts)
+
+
+def embed_for(generation: VectorIndex, texts: list[str]) -> list[list[float]]:
+    """Embed texts with the model of a generation (an older one keeps its own model until retired)."""
+    if generation.model_key == BUILTIN_KEY:
+        return _embed(None, texts)
+    from orbchat.connections.models import Connection
+
+    connection = Connection.objects.filter(pk=int(generation.model_key.split(":", 1)[0])).first()
+    if connection is None:
+        raise EmbedderFailed("the embedding connection of this index was deleted")
+    return _embed(connection, texts)
+
+
+def _embed(connection, texts: list[str]) -> list[list[float]]:
     vectors: list[list[float]] = []
     try:
         for start in range(0, len(texts), BATCH):
             batch = texts[start : start + BATCH]
-            if roles.embedding is None:
+            if connection is None:
                 vectors.extend(embedder.embed(batch))
             else:
-                vectors.extend(gateway.embed(gateway.target_for(roles.embedding), batch))
+                vectors.extend(gateway.embed(gateway.target_for(connection), batch))
     except Exception as exc:  # noqa: BLE001 - any embedder failure is reported, never a crash
         raise EmbedderFailed(gateway.plain_error(exc)) from exc
     return vectors

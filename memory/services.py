@@ -359,9 +359,8 @@ def index_room(
     pending = [s for s in Summary.objects.filter(room=room) if s.indexed_hash != index.text_hash(s.text)]
     for start in range(0, len(pending), index.BATCH):
         batch = pending[start : start + index.BATCH]
-        vectors = index.embed(room.host, [s.text for s in batch])
-        for generation in generations:
-            index.upsert_memories(generation, batch, vectors)
+        for position, generation in enumerate(generations):
+            _upsert_memories_into(generation, batch, required=position == 0)
         for summary in batch:
             Summary.objects.filter(pk=summary.pk, text=summary.text).update(
                 indexed_hash=index.text_hash(summary.text)
@@ -377,6 +376,17 @@ def index_room(
     report.index_scenes_s = time.perf_counter() - clock
     report.indexed = count + report.scenes_indexed
     return report.indexed
+
+
+def _upsert_memories_into(generation, batch: list[Summary], *, required: bool) -> None:
+    """Embed and store summaries in one generation, with that generation's own model."""
+    try:
+        vectors = index.embed_for(generation, [s.text for s in batch])
+    except index.EmbedderFailed:
+        if required:
+            raise
+        return  # an older index whose model is gone: it retires once the new one is built
+    index.upsert_memories(generation, batch, vectors)
 
 
 def scene_text(lines: list[Line]) -> str:
@@ -417,14 +427,16 @@ def index_scenes(
         todo.append((scene, text, speakers))
     for start in range(0, len(todo), index.BATCH):
         batch = todo[start : start + index.BATCH]
-        vectors = index.embed(room.host, [text for _, text, _ in batch])
+        texts = [text for _, text, _ in batch]
         for generation in generations:
+            try:
+                vectors = index.embed_for(generation, texts)
+            except index.EmbedderFailed:
+                if generation is not generations[0]:
+                    continue  # an older index whose model is gone: it retires once the new one is built
+                raise
             index.upsert_scenes(
-                generation,
-                [s for s, _, _ in batch],
-                [x for _, x, _ in batch],
-                [p for _, _, p in batch],
-                vectors,
+                generation, [s for s, _, _ in batch], texts, [p for _, _, p in batch], vectors
             )
         Scene.objects.filter(pk__in=[s.pk for s, _, _ in batch]).update(indexed_hash=F("text_hash"))
         if beat:
@@ -562,7 +574,7 @@ def reindex(generation_id: int, *, progress: Callable[[int, int], None] | None =
         have = set(memories.get(ids=[index.memory_id(s) for s in batch], include=[])["ids"])
         todo = [s for s in batch if index.memory_id(s) not in have]
         if todo:
-            index.upsert_memories(generation, todo, index.embed(user, [s.text for s in todo]))
+            index.upsert_memories(generation, todo, index.embed_for(generation, [s.text for s in todo]))
         done += len(batch)
         VectorIndex.objects.filter(pk=generation.pk).update(done=done)
         if progress:
@@ -579,7 +591,7 @@ def reindex(generation_id: int, *, progress: Callable[[int, int], None] | None =
             texts.append(scene_text(lines))
             speakers.append(", ".join(dict.fromkeys(line.speaker for line in lines)))
         if todo:
-            index.upsert_scenes(generation, todo, texts, speakers, index.embed(user, texts))
+            index.upsert_scenes(generation, todo, texts, speakers, index.embed_for(generation, texts))
         done += len(batch)
         VectorIndex.objects.filter(pk=generation.pk).update(done=done)
         if progress:
