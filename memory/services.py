@@ -533,8 +533,13 @@ def backfill(
         room_id=room_id, defaults={"backfill": RoomMemory.Backfill.RUNNING, "backfill_done": 0}
     )
 
+    saved = [0.0]
+
     def step(done: int, total: int) -> None:
-        RoomMemory.objects.filter(room_id=room_id).update(backfill_done=done, backfill_total=total)
+        now = time.monotonic()
+        if now - saved[0] >= 0.5 or done >= total:  # the page reads it; twice a second is plenty
+            saved[0] = now
+            RoomMemory.objects.filter(room_id=room_id).update(backfill_done=done, backfill_total=total)
         if progress:
             progress(done, total)
 

@@ -46,6 +46,16 @@ def real_services(service_dir):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def quick_passwords():
+    """Hash test passwords quickly (a real hash costs half a second, and tests make hundreds)."""
+    from django.contrib.auth import hashers
+
+    settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+    hashers.get_hashers.cache_clear()
+    hashers.get_hashers_by_algorithm.cache_clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def static_files():
     """Collect static files as a deployment does; the manifest storage needs them."""
     from django.core.management import call_command
