@@ -138,7 +138,12 @@ def group_nudge(*, speaker: Seat | None, seats: list[Seat], own_cards: bool) -> 
 
 
 def plan_turn(
-    *, room: Room, seat: Seat | None, mode: str = "normal", exclude_message_id: int | None = None
+    *,
+    room: Room,
+    seat: Seat | None,
+    mode: str = "normal",
+    exclude_message_id: int | None = None,
+    seats: list[Seat] | None = None,
 ) -> TurnPlan:
     """Decide the prompt and parameters of one turn, as the room's host.
 
@@ -158,7 +163,7 @@ def plan_turn(
     count = tokens.counter_for(connection.model.split("/", 1)[-1])
 
     options = room_options(room)
-    seats = list(seated(room))
+    seats = seats if seats is not None else list(seated(room))
     persona = room_persona(room)
     user_name = persona.name if persona else host.get_username()
     history = _history_tail(room, budget=context_size - max_tokens, exclude_message_id=exclude_message_id)

@@ -116,12 +116,22 @@ async def notice(room_id: int, text: str, *, retry: bool = False) -> None:
     )
 
 
-def _begin(room_id: int, mode: str, seat_id: int | None = None) -> tuple[Variant, TurnPlan]:
-    """Plan a turn and open its variant. mode "reply" writes as `seat_id` (None: the Narrator)."""
-    room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
-    seat = None
+def _begin(
+    room_id: int,
+    mode: str,
+    seat_id: int | None = None,
+    *,
+    room: Room | None = None,
+    seat: Seat | None = None,
+    seats: list[Seat] | None = None,
+) -> tuple[Variant, TurnPlan]:
+    """Plan a turn and open its variant. mode "reply" writes as `seat_id` (None: the Narrator).
+
+    `room` and `seat`, when the caller already read them, save reading them again.
+    """
+    room = room or Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
     if mode == "reply":
-        if seat_id is not None:
+        if seat is None and seat_id is not None:
             seat = Seat.objects.select_related("character").get(pk=seat_id, room=room)
     else:
         last = services.last_message(room)
@@ -132,7 +142,11 @@ def _begin(room_id: int, mode: str, seat_id: int | None = None) -> tuple[Variant
             raise services.ActionRefused(f"There is no character reply to {mode}.")
     exclude = services.last_message(room).pk if mode == "regenerate" else None
     plan = plan_turn(
-        room=room, seat=seat, mode="continue" if mode == "continue" else "normal", exclude_message_id=exclude
+        room=room,
+        seat=seat,
+        mode="continue" if mode == "continue" else "normal",
+        exclude_message_id=exclude,
+        seats=seats,
     )
     variant = services.turn_begin(
         room=room, mode=mode, seat=seat, prompt=plan.preview(), model=plan.connection.model
@@ -140,14 +154,20 @@ def _begin(room_id: int, mode: str, seat_id: int | None = None) -> tuple[Variant
     return variant, plan
 
 
-def _plan_round(room_id: int, *, from_human: bool, picked: list[int]) -> tuple[list[int | None], RoomOptions]:
-    """Return who speaks this round, in order (None is the Narrator), and the room's options."""
-    room = Room.objects.get(pk=room_id)
+def _plan_round(
+    room_id: int, *, from_human: bool, picked: list[int], room: Room | None = None
+) -> tuple[list[int | None], RoomOptions, list[Seat]]:
+    """Return who speaks this round, in order (None is the Narrator), the room's options and seats."""
+    room = room or Room.objects.get(pk=room_id)
     options = room_options(room)
     seats = list(services.seated(room))
     if picked:
         ids = {s.pk for s in seats}
-        return [pk for pk in picked if pk in ids], options
+        return [pk for pk in picked if pk in ids], options, seats
+    if from_human and len(seats) == 1 and not options.narrator and options.turn_order != "manual":
+        # A solo chat: its one character answers its person (unless muted), no rules to weigh.
+        only = seats[0]
+        return ([only.pk] if not only.muted or only.speak_next else []), options, seats
     last = room.messages.order_by("-seq").first()
     variant = last.variants.filter(index=last.active_index).first() if last else None
     last_character = last if last and not last.is_human else None
@@ -164,19 +184,21 @@ def _plan_round(room_id: int, *, from_human: bool, picked: list[int]) -> tuple[l
     )
     if options.narrator and chosen:
         Seat.objects.filter(pk__in=chosen, speak_next=True).update(speak_next=False)
-        return [None], options
-    return chosen, options
+        return [None], options, seats
+    return chosen, options, seats
 
 
 def _open_round(
     room_id: int, *, from_human: bool, picked: list[int]
 ) -> tuple[list[int | None], RoomOptions, tuple[Variant, TurnPlan] | Exception | None]:
     """Pick the round's speakers and begin the first one's reply (or say why it cannot begin)."""
-    order, options = _plan_round(room_id, from_human=from_human, picked=picked)
+    room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
+    order, options, seats = _plan_round(room_id, from_human=from_human, picked=picked, room=room)
     if not order:
         return order, options, None
+    seat = next((s for s in seats if s.pk == order[0]), None)
     try:
-        return order, options, _begin(room_id, "reply", order[0])
+        return order, options, _begin(room_id, "reply", order[0], room=room, seat=seat, seats=seats)
     except (services.TurnBusy, services.ActionRefused, NoChatModel) as exc:
         return order, options, exc
     except Seat.DoesNotExist:
