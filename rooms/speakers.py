@@ -57,10 +57,31 @@ def _usable(names: Iterable[str]) -> list[str]:
     return kept
 
 
+# First words that are not a name of their own ("The Ferryman" is not called by "the").
+_NOT_A_FIRST_NAME = {
+    "the",
+    "a",
+    "an",
+    "old",
+    "young",
+    "little",
+    "big",
+    "sir",
+    "lady",
+    "lord",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+}
+
+
 def _forms(name: str) -> list[str]:
     """Return how a name may be written: whole, or by its first word ("Maren" for "Maren Tallis")."""
     words = name.split()
-    return [name, words[0]] if len(words) > 1 and len(words[0]) > 2 else [name]
+    if len(words) > 1 and len(words[0]) > 2 and words[0].rstrip(".").casefold() not in _NOT_A_FIRST_NAME:
+        return [name, words[0]]
+    return [name]
 
 
 def mentioned(text: str, names: list[str]) -> list[str]:

@@ -226,3 +226,9 @@ def test_auto_mode_runs_until_its_round_limit():
 def test_a_first_name_is_enough_to_call_a_character():
     assert mentioned("Maren, are you there?", ["Maren Tallis", "Tobin"]) == ["Maren Tallis"]
     assert mentioned("Tallis?", ["Maren Tallis"]) == []
+
+
+def test_an_article_or_title_is_not_a_first_name():
+    assert mentioned("Take the ferry across.", ["The Ferryman"]) == []
+    assert mentioned("Hello, old friend.", ["Old Tom"]) == []
+    assert mentioned("The Ferryman waits.", ["The Ferryman"]) == ["The Ferryman"]
