@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 
 from channels.consumer import get_handler_name
 from channels.layers import get_channel_layer
@@ -54,15 +55,24 @@ class _Relay:
             await get_channel_layer().group_discard(room_group(self.room_id), self.channel)
 
 
-# Keyed by event loop as well: each loop (one per daphne process; one per test) has its own.
-_relays: dict[tuple[int, int], _Relay] = {}
+# Per event loop (one per daphne process; one per test): a loop that is gone takes its relays
+# with it. Keyed by the loop object, not its id(), which a later loop may reuse.
+_relays: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _Relay]] = weakref.WeakKeyDictionary()
+
+
+def _loop_relays() -> dict[int, _Relay]:
+    loop = asyncio.get_running_loop()
+    relays = _relays.get(loop)
+    if relays is None:
+        relays = _relays[loop] = {}
+    return relays
 
 
 async def join(room_id: int, consumer) -> None:
-    key = (id(asyncio.get_running_loop()), room_id)
-    relay = _relays.get(key)
+    relays = _loop_relays()
+    relay = relays.get(room_id)
     if relay is None:
-        relay = _relays[key] = _Relay(room_id)
+        relay = relays[room_id] = _Relay(room_id)
         relay.consumers.add(consumer)
         await relay.start()
     else:
@@ -71,11 +81,11 @@ async def join(room_id: int, consumer) -> None:
 
 
 async def leave(room_id: int, consumer) -> None:
-    key = (id(asyncio.get_running_loop()), room_id)
-    relay = _relays.get(key)
+    relays = _loop_relays()
+    relay = relays.get(room_id)
     if relay is None:
         return
     relay.consumers.discard(consumer)
     if not relay.consumers:
-        del _relays[key]
+        del relays[room_id]
         await relay.stop()

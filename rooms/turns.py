@@ -214,14 +214,18 @@ class _Rounds:
         self.picked: list[int] = []
 
 
-_rooms: dict[tuple[int, int], _Rounds] = {}
+# Per event loop, keyed by the loop object (an id() may be reused by a later loop).
+_rooms: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _Rounds]] = weakref.WeakKeyDictionary()
 
 
 def _rounds_for(room_id: int) -> _Rounds:
-    key = (id(asyncio.get_running_loop()), room_id)
-    state = _rooms.get(key)
+    loop = asyncio.get_running_loop()
+    rooms = _rooms.get(loop)
+    if rooms is None:
+        rooms = _rooms[loop] = {}
+    state = rooms.get(room_id)
     if state is None:
-        state = _rooms[key] = _Rounds()
+        state = rooms[room_id] = _Rounds()
     return state
 
 

@@ -45,6 +45,19 @@ def real_services(service_dir):
         process.stop()
 
 
+@pytest.fixture(autouse=True)
+def fresh_channel_layer():
+    """Give every test its own channel layer object.
+
+    The layer keeps asyncio locks that bind to the loop of their first use; a test whose loop
+    ended mid-receive would leave one locked for every later test.
+    """
+    yield
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def quick_passwords():
     """Hash test passwords quickly (a real hash costs half a second, and tests make hundreds)."""
