@@ -168,3 +168,10 @@ def test_a_chat_without_character_is_refused_by_the_command(host, tmp_path):
     with pytest.raises(SystemExit):
         call_command("import_sillytavern", str(path), "--user", host.username, stdout=out)
     assert out.getvalue().startswith(f"refused {path}: a chat needs --character")
+
+
+def test_the_settings_page_shows_the_memory_card_once_and_a_plain_title(signed_in, room):
+    html = signed_in.get(reverse("rooms:settings", args=[room.pk])).content.decode()
+    assert html.count('class="card memory-status"') == 1
+    title = html.split("<title>", 1)[1].split("</title>", 1)[0]
+    assert "<" not in title and "Settings" in title
