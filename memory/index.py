@@ -177,6 +177,12 @@ def upsert_scenes(
     )
 
 
+def memory_vectors(generation: VectorIndex, ids: list[str]) -> dict[str, list[float]]:
+    """Return the stored vectors of these summaries (ids missing from the index are left out)."""
+    got = _collection(generation, "memories").get(ids=ids, include=["embeddings"])
+    return dict(zip(got["ids"], got["embeddings"], strict=True))
+
+
 def delete_memories(generations: list[VectorIndex], ids: list[str]) -> None:
     if ids:
         for generation in generations:

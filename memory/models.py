@@ -124,6 +124,22 @@ class Summary(models.Model):
         return f"Tier {self.tier} · block {self.block} · messages {self.seq_from}–{self.seq_to}"
 
 
+class SummaryKeyword(models.Model):
+    """One word of one of a summary's keywords: finds summaries by a word of the recent messages
+    with one indexed lookup, however long the chat."""
+
+    summary = models.ForeignKey(Summary, on_delete=models.CASCADE, related_name="keyword_words")
+    room = models.ForeignKey("rooms.Room", on_delete=models.CASCADE, related_name="+")
+    word = models.CharField(max_length=100)  # casefolded
+    keyword = models.CharField(max_length=200)  # the whole keyword, as written
+
+    class Meta:
+        indexes = [models.Index(fields=["room", "word"])]
+
+    def __str__(self) -> str:
+        return self.word
+
+
 class Scene(models.Model):
     """A transcript chunk (one block's messages, speaker-labelled) in the `scenes` index."""
 
@@ -193,3 +209,26 @@ class VectorIndex(models.Model):
     def collection(self, kind: str) -> str:
         """Return the Chroma collection name for `kind` ("memories" or "scenes")."""
         return f"{kind}-i{self.pk}"
+
+
+class RecallLog(models.Model):
+    """What recall did for one reply: the count everyone sees, the detail only the host reads."""
+
+    room = models.ForeignKey("rooms.Room", on_delete=models.CASCADE, related_name="recall_logs")
+    variant = models.ForeignKey(
+        "rooms.Variant", on_delete=models.SET_NULL, null=True, blank=True, related_name="recall_logs"
+    )
+    speaker = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=8)  # "off" | "done"
+    mode = models.CharField(max_length=16)
+    count = models.PositiveSmallIntegerField(default=0)
+    # Query, pool size, live start, kept (with scores and text), a sample of the rejected with reasons.
+    detail = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["room", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"recall in room {self.room_id}: {self.count}"

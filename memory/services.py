@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from memory import blocks, extractive, index, summarize
 from memory.drafts import Draft, Line, render
-from memory.models import SHARED, MemoryTuning, RoomMemory, Scene, Summary, seat_scope
+from memory.models import SHARED, MemoryTuning, RoomMemory, Scene, Summary, SummaryKeyword, seat_scope
 from orbchat.connections import gateway
 from orbchat.connections.services import model_roles_get
 from rooms.models import Message, Room, Seat, Variant
@@ -230,11 +231,34 @@ def write_summary(
             "last_at": last_at,
         }
         if current is None:
-            return Summary.objects.create(room=room, scope=scope, tier=tier, block=block, **values)
-        for name, value in values.items():
-            setattr(current, name, value)
-        current.save()
+            current = Summary.objects.create(room=room, scope=scope, tier=tier, block=block, **values)
+        else:
+            for name, value in values.items():
+                setattr(current, name, value)
+            current.save()
+        keywords_index(summary=current)
         return current
+
+
+def keyword_words(keywords: list[str]) -> list[tuple[str, str]]:
+    """Return (casefolded word, keyword) for every word of every keyword (pure)."""
+    pairs = []
+    for keyword in keywords:
+        for word in set(re.findall(r"\w+", keyword.casefold())):
+            if len(word) >= 2:
+                pairs.append((word[:100], keyword[:200]))
+    return pairs
+
+
+def keywords_index(*, summary: Summary) -> None:
+    """Replace the summary's rows in the keyword lookup (call inside the transaction that saved it)."""
+    SummaryKeyword.objects.filter(summary=summary).delete()
+    SummaryKeyword.objects.bulk_create(
+        [
+            SummaryKeyword(summary=summary, room_id=summary.room_id, word=word, keyword=keyword)
+            for word, keyword in keyword_words(list(summary.keywords or ()))
+        ]
+    )
 
 
 def _scopes(room: Room, rows: list[_Row], t: blocks.Tuning) -> list[tuple[str, str | None, set[int] | None]]:

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
-from memory import services, tasks
+from memory import selectors, services, tasks
 from memory.forms import MemoryTuningForm, RememberForm
 from rooms import permissions
 
@@ -52,3 +52,10 @@ def backfill_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         request, "The backfill stops after the summary it is writing; press Build to continue later."
     )
     return redirect("rooms:settings", pk=room.pk)
+
+
+@require_GET
+def recall_detail(request: HttpRequest, pk: int) -> JsonResponse:
+    """The host's recall detail for the last reply: a fresh check with the room's current settings."""
+    room = permissions.room_for_host(request.user, pk)
+    return JsonResponse(selectors.recall_fresh_check(room))

@@ -38,6 +38,10 @@ class SiteConsumer(AsyncJsonWebsocketConsumer):
             {key: event[key] for key in ("what", "room", "done", "total")} | {"type": "progress"}
         )
 
+    async def user_recall(self, event: dict) -> None:
+        """Forward the recall detail of a room this user hosts (host-only: never on a room group)."""
+        await self.send_json({"type": "recall_detail", "room": event["room"], "detail": event["detail"]})
+
     async def receive_json(self, content: dict, **kwargs) -> None:
         if content.get("type") == "ping":
             await self.send_json({"type": "pong"})

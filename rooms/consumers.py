@@ -171,5 +171,9 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
             # Not disconnect() here: this runs inside the room relay, which that would stop.
             await self.close(code=CLOSE_NOT_ALLOWED)
 
+    async def memory_recall(self, event: dict) -> None:
+        """The brain icon: "recalling", then the count (everyone may see the count, nothing more)."""
+        await self.send_json({"type": "recall", "state": event["state"], "count": event["count"]})
+
     async def room_notice(self, event: dict) -> None:
         await self.send_json({"type": "notice", "text": event["text"], "retry": event.get("retry", False)})

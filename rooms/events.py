@@ -44,28 +44,33 @@ def _build(factory: Callable[[], dict]) -> dict:
 async def _pump(queue: asyncio.Queue) -> None:
     layer = get_channel_layer()
     while True:
-        room_id, factory = await queue.get()
+        group, factory = await queue.get()
         # Not the shared database thread: rendering must not queue ahead of the next turn's work.
         event = await sync_to_async(_build, thread_sensitive=False)(factory)
-        await layer.group_send(room_group(room_id), event)
+        await layer.group_send(group, event)
 
 
-def _enqueue(room_id: int, factory: Callable[[], dict]) -> None:
+def _enqueue(group: str, factory: Callable[[], dict]) -> None:
     loop = asyncio.get_running_loop()
     queue = _outboxes.get(loop)
     if queue is None:
         queue = _outboxes[loop] = asyncio.Queue()
         # A fresh context: the pump must not inherit the database thread's sync-context markers.
         loop.create_task(_pump(queue), context=contextvars.Context())
-    queue.put_nowait((room_id, factory))
+    queue.put_nowait((group, factory))
 
 
 def send(room_id: int, factory: Callable[[], dict]) -> None:
+    send_to(room_group(room_id), factory)
+
+
+def send_to(group: str, factory: Callable[[], dict]) -> None:
+    """Send an event to a group, in order with the others sent from this process."""
     loop = _loop
     if loop is not None and loop.is_running() and not _in_loop_thread(loop):
-        loop.call_soon_threadsafe(_enqueue, room_id, factory, context=contextvars.Context())
+        loop.call_soon_threadsafe(_enqueue, group, factory, context=contextvars.Context())
     else:
-        async_to_sync(get_channel_layer().group_send)(room_group(room_id), factory())
+        async_to_sync(get_channel_layer().group_send)(group, factory())
 
 
 def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
@@ -133,3 +138,18 @@ def user_notice(user_id: int, text: str) -> None:
         )
 
     transaction.on_commit(push)
+
+
+def memory_recall(room_id: int, *, state: str, count: int = 0) -> None:
+    """Tell the room what memory is doing: "recalling", then "done" with the count, or "off".
+
+    Only the count: which memories and how they scored is host-only (`recall_detail`).
+    """
+    send(room_id, lambda: {"type": "memory.recall", "state": state, "count": count})
+
+
+def recall_detail(host_id: int, room_id: int, detail: dict) -> None:
+    """Send the recall detail to the host's own sockets (their per-user group, never the room's)."""
+    from orbchat.consumers import user_group
+
+    send_to(user_group(host_id), lambda: {"type": "user.recall", "room": room_id, "detail": detail})

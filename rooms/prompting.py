@@ -6,14 +6,17 @@ is full), so a turn's cost does not grow with the length of the chat.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from django.db.models import F, Q
 
+from memory import recall, recaller
+from memory.services import memory_on, tuning_get
 from orbchat.connections import gateway
 from orbchat.connections.models import Connection
 from orbchat.connections.services import model_roles_get
-from orbchat.library.models import Preset, WorldBook
+from orbchat.library.models import Preset, WorldBook, default_memory_template
 from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
 from orbchat.library.worldtest import book_for_activation
 from orbchat.prompting import assemble, macros, worldinfo
@@ -41,10 +44,20 @@ class TurnPlan:
     prompt: assemble.Prompt
     world_info: list[dict] = field(default_factory=list)
     world_info_state: dict = field(default_factory=dict)
+    recall: recaller.Outcome | None = None  # None: no recall for this kind of turn (impersonate)
 
     def preview(self) -> dict:
         """Return the JSON the host's Preview shows."""
+        recalled = self.recall.kept if self.recall else []
         return {
+            "recalled": [
+                {
+                    "label": s.item.label,
+                    "score": round(s.score, 4),
+                    "text": s.item.text,
+                }
+                for s in recalled
+            ],
             "messages": self.prompt.messages,
             "sections": [vars(s) for s in self.prompt.sections],
             "history_kept": self.prompt.history_kept,
@@ -144,29 +157,92 @@ def plan_turn(
     mode: str = "normal",
     exclude_message_id: int | None = None,
     seats: list[Seat] | None = None,
+    on_recalling: Callable[[], None] | None = None,
 ) -> TurnPlan:
     """Decide the prompt and parameters of one turn, as the room's host.
 
     `seat` None is the Narrator (Narrator reply mode): every card is in the prompt.
+    `on_recalling` is called just before memory recall runs (the room's icon says so).
     """
-    host = room.host
-    roles = model_roles_get(user=host)
+    roles = model_roles_get(user=room.host)
     if roles.chat is None:
         raise NoChatModel("No Chat model is connected. The host can connect one in Settings → Models.")
     connection = roles.chat
-    preset = room.preset or Preset.objects.filter(owner=host).order_by("pk").first()
+    prompt_input, samplers, activation = _prompt_input(
+        room=room,
+        seat=seat,
+        connection=connection,
+        mode=mode,
+        exclude_message_id=exclude_message_id,
+        seats=seats,
+    )
+    prompt = assemble.assemble(prompt_input)
+    outcome = None
+    if mode != "impersonate":
+        prompt, outcome = _with_memory(room, seat, prompt_input, prompt, on_recalling)
+    max_tokens = prompt_input.max_tokens
+    params = {
+        "temperature": samplers["temperature"],
+        "top_p": samplers["top_p"],
+        "max_tokens": max_tokens,
+        "frequency_penalty": samplers["frequency_penalty"],
+        "presence_penalty": samplers["presence_penalty"],
+    }
+    if samplers["stop"]:
+        params["stop"] = samplers["stop"]
+    if samplers["seed"] is not None:
+        params["seed"] = samplers["seed"]
+    world_info = [
+        {"book": a.book_id, "entry": a.entry.comment or ", ".join(a.entry.keys), "reason": a.reason}
+        for a in activation.activated
+    ]
+    return TurnPlan(
+        connection=connection,
+        target=gateway.target_for(connection),
+        params=params,
+        prompt=prompt,
+        world_info=world_info,
+        world_info_state=activation.state.to_json(),
+        recall=outcome,
+    )
+
+
+def _prompt_input(
+    *,
+    room: Room,
+    seat: Seat | None,
+    connection: Connection | None,
+    mode: str = "normal",
+    exclude_message_id: int | None = None,
+    seats: list[Seat] | None = None,
+    draft: str | None = None,
+) -> tuple[assemble.PromptInput, dict, worldinfo.Result]:
+    """Read what the prompt needs; `draft` is a hypothetical next message from the host (dry runs)."""
+    preset = room.preset or Preset.objects.filter(owner=room.host).order_by("pk").first()
     samplers = (
         {name: getattr(preset, name) for name in DEFAULT_SAMPLERS} if preset else dict(DEFAULT_SAMPLERS)
     )
-    context_size = samplers["context_size"] or gateway.context_size(connection) or DEFAULT_CONTEXT
+    context_size = (
+        samplers["context_size"] or (connection and gateway.context_size(connection)) or DEFAULT_CONTEXT
+    )
     max_tokens = samplers["max_tokens"]
-    count = tokens.counter_for(connection.model.split("/", 1)[-1])
+    count = (
+        tokens.counter_for(connection.model.split("/", 1)[-1])
+        if connection
+        else assemble.default_count_tokens
+    )
 
     options = room_options(room)
     seats = seats if seats is not None else list(seated(room))
     persona = room_persona(room)
-    user_name = persona.name if persona else host.get_username()
+    user_name = persona.name if persona else room.host.get_username()
     history = _history_tail(room, budget=context_size - max_tokens, exclude_message_id=exclude_message_id)
+    if draft is not None:
+        history.append(
+            assemble.HistoryMessage(
+                seq=room.next_seq, role="user", name=user_name, text=draft, tokens=count(draft)
+            )
+        )
 
     books = [book_for_activation(b) for b in _books(room, seats, persona)]
     share = int(context_size * WORLD_INFO_SHARE)
@@ -207,55 +283,100 @@ def plan_turn(
         last_message=last_message,
         chat_id=str(room.pk),
     )
-    prompt = assemble.assemble(
-        assemble.PromptInput(
-            sections=list(preset.sections) if preset else default_sections(),
-            characters=cards,
-            speaker=speaker_name,
-            user_name=user_name,
-            persona_description=persona.description if persona else "",
-            world_info=inserts,
-            authors_note=room.authors_note,
-            authors_note_depth=room.authors_note_depth,
-            authors_note_role=room.authors_note_role,
-            history=history,
-            memory_text="",  # the memory recall issue fills this slot
-            memory_template=preset.memory_template if preset else "Past events:\n{{memory}}",
-            context_size=context_size,
-            max_tokens=max_tokens,
-            macro_context=macro_context,
-            prefix_names=len(seats) > 1 or seat is None or Member.objects.filter(room=room).exists(),
-            mode=mode,
-            group_nudge=group_nudge(speaker=seat, seats=seats, own_cards=options.own_cards),
-            count_tokens=count,
+    prompt_input = assemble.PromptInput(
+        sections=list(preset.sections) if preset else default_sections(),
+        characters=cards,
+        speaker=speaker_name,
+        user_name=user_name,
+        persona_description=persona.description if persona else "",
+        world_info=inserts,
+        authors_note=room.authors_note,
+        authors_note_depth=room.authors_note_depth,
+        authors_note_role=room.authors_note_role,
+        history=history,
+        memory_template=preset.memory_template if preset else default_memory_template(),
+        context_size=context_size,
+        max_tokens=max_tokens,
+        macro_context=macro_context,
+        prefix_names=len(seats) > 1 or seat is None or Member.objects.filter(room=room).exists(),
+        mode=mode,
+        group_nudge=group_nudge(speaker=seat, seats=seats, own_cards=options.own_cards),
+        count_tokens=count,
+    )
+    return prompt_input, samplers, activation
+
+
+def _with_memory(
+    room: Room,
+    seat: Seat | None,
+    prompt_input: assemble.PromptInput,
+    prompt: assemble.Prompt,
+    on_recalling: Callable[[], None] | None,
+) -> tuple[assemble.Prompt, recaller.Outcome]:
+    """Recall from what scrolled out of `prompt` and put it in the Memory section.
+
+    The memory budget (a share of the context) is reserved first, so the history kept beside
+    the memory is known before recall runs; recall only reads what lies before it.
+    """
+    tuning = tuning_get()
+    if not memory_on(room, tuning) or tuning.mode == recall.OFF:
+        return prompt, recaller.Outcome(state="off")
+    if on_recalling is not None:
+        on_recalling()
+    history = prompt_input.history
+    query_texts = [h.text for h in history if not h.hidden]
+    reserve = int(prompt_input.context_size * tuning.budget_share)
+    if prompt.history_dropped == 0:
+        live_start = prompt.history_kept[0] if prompt.history_kept else room.next_seq
+        outcome = recaller.recall_for(
+            room=room,
+            seat=seat,
+            query_texts=query_texts,
+            live_start=live_start,
+            budget=reserve,
+            count=prompt_input.count_tokens,
+            tuning=tuning,
+        )
+        return prompt, outcome
+    probe = assemble.assemble(replace(prompt_input, max_tokens=prompt_input.max_tokens + reserve))
+    live_start = probe.history_kept[0] if probe.history_kept else room.next_seq
+    outcome = recaller.recall_for(
+        room=room,
+        seat=seat,
+        query_texts=query_texts,
+        live_start=live_start,
+        budget=reserve,
+        count=prompt_input.count_tokens,
+        tuning=tuning,
+    )
+    if not outcome.text:
+        return prompt, outcome
+    template = prompt_input.memory_template
+    if template == default_memory_template():
+        template = f"{tuning.heading}:\n{{{{memory}}}}"
+    final = assemble.assemble(
+        replace(
+            prompt_input,
+            history=[h for h in history if h.seq >= live_start],
+            memory_text=outcome.text,
+            memory_template=template,
         )
     )
-    params = {
-        "temperature": samplers["temperature"],
-        "top_p": samplers["top_p"],
-        "max_tokens": max_tokens,
-        "frequency_penalty": samplers["frequency_penalty"],
-        "presence_penalty": samplers["presence_penalty"],
-    }
-    if samplers["stop"]:
-        params["stop"] = samplers["stop"]
-    if samplers["seed"] is not None:
-        params["seed"] = samplers["seed"]
-    world_info = [
-        {"book": a.book_id, "entry": a.entry.comment or ", ".join(a.entry.keys), "reason": a.reason}
-        for a in activation.activated
-    ]
-    return TurnPlan(
-        connection=connection,
-        target=gateway.target_for(connection),
-        params=params,
-        prompt=prompt,
-        world_info=world_info,
-        world_info_state=activation.state.to_json(),
-    )
+    return final, outcome
 
 
 def _with_budget(book: worldinfo.Book, budget: int) -> worldinfo.Book:
     from dataclasses import replace
 
     return replace(book, token_budget=budget)
+
+
+def recall_dry_run(*, room: Room, seat: Seat | None, text: str) -> recaller.Outcome:
+    """Run recall as if `text` were the host's next message, with the room's current settings.
+
+    Nothing is saved and no event is sent: it answers "what would recall pick, and why?".
+    """
+    connection = model_roles_get(user=room.host).chat
+    prompt_input, _, _ = _prompt_input(room=room, seat=seat, connection=connection, draft=text)
+    _, outcome = _with_memory(room, seat, prompt_input, assemble.assemble(prompt_input), None)
+    return outcome

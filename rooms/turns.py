@@ -18,6 +18,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
+from memory import recaller
 from orbchat.connections.gateway import plain_error
 from rooms import events, services, speakers
 from rooms.models import Message, Room, Seat, Variant
@@ -147,11 +148,30 @@ def _begin(
         mode="continue" if mode == "continue" else "normal",
         exclude_message_id=exclude,
         seats=seats,
+        on_recalling=lambda: events.memory_recall(room.pk, state="recalling"),
     )
     variant = services.turn_begin(
         room=room, mode=mode, seat=seat, prompt=plan.preview(), model=plan.connection.model
     )
+    if plan.recall is not None:
+        _recalled(room, variant, seat, plan.recall)
     return variant, plan
+
+
+def _recalled(room: Room, variant: Variant, seat: Seat | None, outcome: recaller.Outcome) -> None:
+    """Log the reply's recall, show its count to the room and its detail to the host alone."""
+    events.memory_recall(room.pk, state=outcome.state, count=outcome.count)
+    if outcome.state == "off":
+        return
+    recaller.log_save(
+        room_id=room.pk,
+        variant_id=variant.pk,
+        speaker=seat.name if seat else services.NARRATOR,
+        outcome=outcome,
+    )
+    events.recall_detail(room.host_id, room.pk, outcome.detail())
+    for text in outcome.notices:
+        events.user_notice(room.host_id, text)
 
 
 def _plan_round(

@@ -7,6 +7,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from memory.services import memory_on, tuning_get
 from orbchat.interop import chats as chat_codec
 from orbchat.interop.errors import InteropError
 from orbchat.library import selectors as library_selectors
@@ -61,6 +62,7 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "is_host": room.host_id == request.user.pk,
         "options": room_options(room),
         "offer_for_me": room.host_offer_to_id == request.user.pk,
+        "memory_on": memory_on(room) and tuning_get().mode != "off",
         **people,
         "nav": "home",
     }

@@ -4,8 +4,8 @@ Three kinds, chosen per user in Model roles:
 - **builtin** (default, no download): a hybrid of the bundled MiniLM embedder's cosine
   similarity and a BM25-style lexical score over the candidates. The bi-encoder catches
   paraphrase; the lexical part rewards the rare, exact words (names, places, objects) that
-  roleplay memories hinge on and that small embedders blur. Both are normalised over the
-  candidate set, then blended.
+  roleplay memories hinge on and that small embedders blur. The lexical scores are scaled to
+  the best candidate's, then blended with the cosine on its own scale.
 - **local**: a sentence-transformers CrossEncoder loaded from a folder on this machine.
 - **remote**: any rerank API litellm reaches (Cohere, Jina, Voyage, Infinity, vLLM…).
 """
@@ -60,17 +60,19 @@ def lexical_scores(query: str, documents: list[str], *, k1: float = 1.2, b: floa
     return scores
 
 
-def _normalised(values: list[float]) -> list[float]:
-    low, high = min(values), max(values)
-    if high - low < 1e-9:
-        return [0.0 for _ in values]
-    return [(v - low) / (high - low) for v in values]
-
-
 def blend(semantic: list[float], lexical: list[float]) -> list[float]:
-    """Blend the two score lists, each normalised over the candidate set (pure)."""
-    sem, lex = _normalised(semantic), _normalised(lexical)
-    return [SEMANTIC_WEIGHT * s + LEXICAL_WEIGHT * x for s, x in zip(sem, lex, strict=True)]
+    """Blend cosine similarities with lexical scores (pure).
+
+    Cosine is kept on its own scale (clamped to 0..1): stretching it over the candidates would
+    turn a difference of a thousandth into the whole range. The lexical scores are divided by the
+    best one, so the rarest exact words count fully and none count for nothing.
+    """
+    top = max(lexical, default=0.0)
+    lex = [x / top if top > 0 else 0.0 for x in lexical]
+    return [
+        SEMANTIC_WEIGHT * min(1.0, max(0.0, s)) + LEXICAL_WEIGHT * x
+        for s, x in zip(semantic, lex, strict=True)
+    ]
 
 
 def builtin_scores(query: str, documents: list[str]) -> list[float]:

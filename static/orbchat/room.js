@@ -70,8 +70,87 @@
     showOnline();
   }
 
+  // The memory indicator: dimmed until a reply recalls, "recalling" while it runs, then the count.
+  const memoryIcon = document.getElementById("memory-icon");
+  const memoryPopover = document.getElementById("memory-popover");
+  const memoryDetail = document.getElementById("memory-detail");  // present for the host only
+  let recallDetail = null;
+
+  function memorySummary() {
+    const state = memoryIcon.dataset.state;
+    const count = Number(memoryIcon.dataset.count || 0);
+    if (state === "off") return "Memory is off for this room.";
+    if (state === "idle") return "No reply has recalled anything since you opened this chat.";
+    if (state === "recalling") return "Recalling memories for the next reply…";
+    if (count === 0) return "Recall ran for the last reply; nothing qualified.";
+    return `${count} ${count === 1 ? "memory" : "memories"} recalled for the last reply.`;
+  }
+
+  function element(tag, text, className) {
+    const node = document.createElement(tag);
+    if (text !== undefined) node.textContent = text;
+    if (className) node.className = className;
+    return node;
+  }
+
+  function renderDetail() {
+    if (!memoryDetail) return;
+    memoryDetail.replaceChildren();
+    const d = recallDetail;
+    if (!d || d.state !== "done") return;
+    memoryDetail.append(element("p", "A fresh check with this room's current settings (the count on the icon is the real one).", "fresh"));
+    memoryDetail.append(element("p", `Mode ${d.mode} · pool of ${d.pool} summaries`));
+    memoryDetail.append(element("p", `Query: “${d.query}”`, "memory-query"));
+    (d.notices || []).forEach((text) => memoryDetail.append(element("p", text, "notice")));
+    const kept = element("ul");
+    kept.className = "memory-kept";
+    d.kept.forEach((k) => {
+      const why = k.keyword ? ` (keyword “${k.keyword}”)` : "";
+      kept.append(element("li", `Tier ${k.tier} · block ${k.block} · messages ${k.seq_from}–${k.seq_to} — match ${Math.round(k.score * 100)}%${why}`));
+    });
+    memoryDetail.append(element("p", d.kept.length ? "Recalled:" : "Nothing recalled."), kept);
+    if (d.rejected.length) {
+      const rejected = element("ul");
+      rejected.className = "memory-rejected";
+      d.rejected.forEach((r) => rejected.append(element("li", `Tier ${r.tier} · block ${r.block}: ${r.reason}`)));
+      memoryDetail.append(element("p", `Not recalled (${d.rejected_count} in all; a sample):`), rejected);
+    }
+    memoryDetail.append(element("p", "To read the recalled texts, open the Preview.", "muted small"));
+  }
+
+  function showMemory(state, count) {
+    memoryIcon.dataset.state = state;
+    memoryIcon.dataset.count = count || 0;
+    document.getElementById("memory-count").textContent = state === "done" ? String(count) : "";
+    document.getElementById("memory-summary").textContent = memorySummary();
+  }
+
+  async function openMemory() {
+    const open = memoryPopover.hidden;
+    memoryPopover.hidden = !open;
+    memoryIcon.setAttribute("aria-expanded", String(open));
+    document.getElementById("memory-summary").textContent = memorySummary();
+    if (open && memoryDetail && !recallDetail && memoryIcon.dataset.state === "done") {
+      const response = await fetch(memoryIcon.dataset.detailUrl, { headers: { Accept: "application/json" } });
+      if (response.ok) recallDetail = await response.json();
+    }
+    renderDetail();
+  }
+  memoryIcon?.addEventListener("click", openMemory);
+  document.addEventListener("orbchat:socket", (event) => {
+    const data = event.detail;
+    if (data.type === "recall_detail" && String(data.room) === roomId) {
+      recallDetail = data.detail;
+      if (!memoryPopover.hidden) renderDetail();
+    }
+  });
+
   function onEvent(data) {
     if (data.type === "message") upsert(data.id, data.html);
+    else if (data.type === "recall") {
+      if (data.state === "recalling") recallDetail = null;
+      showMemory(data.state === "off" ? "off" : data.state, data.count);
+    }
     else if (data.type === "token") {
       const item = document.getElementById(`m-${data.message}`);
       if (item) {

@@ -15,9 +15,15 @@ def test_lexical_scores_reward_rare_exact_words():
     assert scores[0] == 0.0
 
 
-def test_blend_normalises_each_list_over_the_candidates():
-    assert reranker.blend([0.2, 0.4], [10.0, 0.0]) == pytest.approx([0.3, 0.7])
-    assert reranker.blend([0.5, 0.5], [1.0, 1.0]) == [0.0, 0.0]
+def test_blend_keeps_cosine_on_its_scale_and_scales_lexical_to_the_best():
+    assert reranker.blend([0.2, 0.4], [10.0, 0.0]) == pytest.approx([0.7 * 0.2 + 0.3, 0.7 * 0.4])
+    assert reranker.blend([0.5, 0.5], [0.0, 0.0]) == pytest.approx([0.35, 0.35])
+
+
+def test_blend_does_not_stretch_tiny_cosine_differences():
+    """Two near-identical cosines stay near-identical: the exact word decides."""
+    scores = reranker.blend([0.5652907, 0.5652906, 0.50], [0.0, 0.0, 4.0])
+    assert scores.index(max(scores)) == 2
 
 
 def test_builtin_reranker_puts_the_answer_first():

@@ -72,6 +72,9 @@ class FakeLLM:
         self._lock = threading.Lock()
         self.default = default or Reply()
         self.requests: list[Received] = []
+        # Fault injection for the other routes: an HTTP status they answer with (None: they work).
+        self.embeddings_status: int | None = None
+        self.rerank_status: int | None = None
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -152,11 +155,15 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         fake.record(Received(path=self.path, headers=headers, body=body, at_ns=time.perf_counter_ns()))
         route = self.path.split("?")[0].rstrip("/")
-        if route.endswith("/rerank"):
-            self._rerank(body)
-            return
-        if route.endswith("/embeddings"):
-            self._embeddings(body)
+        if route.endswith(("/rerank", "/embeddings")):
+            status = fake.rerank_status if route.endswith("/rerank") else fake.embeddings_status
+            if status:
+                kind, message = ERROR_TYPES.get(status, ("server_error", "Error."))
+                self._json(status, {"error": {"message": message, "type": kind, "code": status}})
+            elif route.endswith("/rerank"):
+                self._rerank(body)
+            else:
+                self._embeddings(body)
             return
         if not route.endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"No route {self.path}", "type": "not_found"}})

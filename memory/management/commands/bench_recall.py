@@ -1,0 +1,738 @@
+"""Measure recall on LoCoMo: `python manage.py bench_recall --data locomo10.json --out FILE.json`.
+
+Each conversation is ingested into two rooms through the real services (speaker_a is the person,
+speaker_b the character), and memory is built by `memory.services.catch_up` twice: with the
+built-in extractive summariser, and with an *observation* Utility model — a local stand-in that
+answers each block with the dataset's own observation facts for the turns in it. Every question is
+then asked as the latest user message and the Memory section is scored against the answer and the
+evidence turns, beside baselines (BM25, dense turns, dense 8-turn chunks, recency) held to the same
+word budget per question. A synthetic 100,000-message room times recall at scale.
+
+The LoCoMo file is non-commercial (CC BY-NC 4.0): read it from where it lies, never copy it here.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import random
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+
+from memory import benchmark as bench
+
+LIVE = 8  # the live window: the last 8 turns are in the prompt, not in memory
+CONTEXT = 8192  # tokens of context the memory budget is a share of
+MEMORY_SYSTEMS = {
+    # name: (room, tuning changes)
+    "mixC_extractive": ("extractive", {}),
+    "mixC_observation": ("observation", {}),
+    "semantic_observation": ("observation", {"mode": "semantic"}),
+    "nokeyword_observation": ("observation", {"keyword_match": False}),
+    "tier0_observation": ("observation", {"max_tier": 0}),
+}
+BASELINES = ("bm25_turns", "dense_turns", "dense_chunk8", "recency")
+SYSTEMS = (*MEMORY_SYSTEMS, *BASELINES)
+DEFAULT = "mixC_observation"  # the system whose words set the baselines' budget
+
+
+# The observation Utility model -------------------------------------------------------------------
+
+_LINE_RE = re.compile(r"^#(\d+) (.+?): (.*)$")
+_NOTE_RE = re.compile(r"(?:^|\n\n)Note \d+:\n")
+
+
+class ObservationModel:
+    """A local OpenAI-compatible server that summarises with LoCoMo's observation facts.
+
+    A block prompt is answered with the facts whose dia ids lie among the block's turns (found by
+    their text), headed with the speakers and the session dates; a roll-up prompt with its notes'
+    facts, cut to the normal number of facts (at least one from each note first).
+    """
+
+    def __init__(self) -> None:
+        self.conversation: bench.Conversation | None = None
+        self.by_text: dict[str, list[tuple[int, str]]] = {}
+        self.requests = 0
+        self._lock = threading.Lock()
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "no route", "type": "not_found"}})
+                    return
+                text = model.answer(body.get("messages") or [])
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{secrets.token_hex(6)}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "observation"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> ObservationModel:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def load(self, conversation: bench.Conversation, seqs: dict[str, int]) -> None:
+        """Answer for this conversation from now on (turn texts as the prompt shows them)."""
+        from memory.drafts import shorten
+        from memory.summarize import MAX_PROMPT_MESSAGE
+
+        by_text: dict[str, list[tuple[int, str]]] = {}
+        for turn in conversation.turns:
+            key = shorten(turn.text, MAX_PROMPT_MESSAGE)
+            by_text.setdefault(key, []).append((seqs[turn.dia_id], turn.dia_id))
+        with self._lock:
+            self.conversation, self.by_text = conversation, by_text
+
+    def answer(self, messages: list[dict]) -> str:
+        with self._lock:
+            self.requests += 1
+            conversation, by_text = self.conversation, self.by_text
+        prompt = str(messages[-1].get("content", "")) if messages else ""
+        if conversation is None:
+            return json.dumps({"heading": "", "facts": [], "keywords": []})
+        if prompt.startswith("Notes, oldest first:"):
+            return json.dumps(self._rollup(conversation, prompt))
+        return json.dumps(self._block(conversation, by_text, prompt))
+
+    def _names(self, conversation: bench.Conversation) -> str:
+        return f"{conversation.speaker_a} and {conversation.speaker_b}"
+
+    def _keywords(self, conversation: bench.Conversation, facts: list[str]) -> list[str]:
+        from memory import extractive
+        from memory.drafts import MAX_KEYWORDS
+
+        speakers = {conversation.speaker_a.casefold(), conversation.speaker_b.casefold()}
+        names = extractive.proper_names(" ".join(facts))
+        return [name for name in names if name.casefold() not in speakers][:MAX_KEYWORDS]
+
+    def _block(self, conversation: bench.Conversation, by_text: dict, prompt: str) -> dict:
+        from memory.drafts import when_label
+
+        _, _, transcript = prompt.partition("Transcript:\n")
+        ids: set[str] = set()
+        for line in transcript.splitlines():
+            match = _LINE_RE.match(line)
+            if not match:
+                continue
+            found = by_text.get(match[3], [])
+            if len(found) > 1:  # the same words said twice: the line's own seq decides
+                found = [pair for pair in found if pair[0] == int(match[1])] or found[:1]
+            ids.update(dia for _, dia in found)
+        facts = [fact for fact, keys in conversation.facts if any(key in ids for key in keys)]
+        facts = list(dict.fromkeys(facts))
+        days = [turn.when for turn in conversation.turns if turn.dia_id in ids]
+        heading = f"{self._names(conversation)}, {when_label(days)}".rstrip(", ")
+        return {"heading": heading, "facts": facts, "keywords": self._keywords(conversation, facts)}
+
+    def _rollup(self, conversation: bench.Conversation, prompt: str) -> dict:
+        from memory import extractive
+        from memory.drafts import MAX_FACTS, MAX_KEYWORDS, when_label
+
+        body = prompt.removeprefix("Notes, oldest first:").rsplit("\n\nWrite the JSON object", 1)[0]
+        notes = [note.strip() for note in _NOTE_RE.split(body) if note.strip()]
+        children: list[list[str]] = []
+        days: list[dt.date] = []
+        keywords: dict[str, int] = {}
+        shown: dict[str, str] = {}
+        for note in notes:
+            lines = note.splitlines()
+            days.extend(extractive.heading_parts(lines[0])[3] if lines else [])
+            children.append([line[2:].strip() for line in lines[1:] if line.startswith("- ")])
+            for line in lines[1:]:
+                if line.startswith("Keywords: "):
+                    for word in line.removeprefix("Keywords: ").split(", "):
+                        key = word.strip().casefold()
+                        if key:
+                            keywords[key] = keywords.get(key, 0) + 1
+                            shown.setdefault(key, word.strip())
+        picked: list[tuple[int, int]] = []
+        seen: set[str] = set()
+        depth = max((len(facts) for facts in children), default=0)
+        for position in range(depth):  # the first fact of each note, then the second, ...
+            for child, facts in enumerate(children):
+                if len(picked) >= MAX_FACTS:
+                    break
+                if position < len(facts) and facts[position].casefold() not in seen:
+                    seen.add(facts[position].casefold())
+                    picked.append((child, position))
+        facts = [children[c][p] for c, p in sorted(picked)]
+        order = {key: index for index, key in enumerate(shown)}
+        merged = sorted(keywords, key=lambda key: (-keywords[key], order[key]))
+        heading = f"{self._names(conversation)}, {when_label(days)}".rstrip(", ")
+        return {"heading": heading, "facts": facts, "keywords": [shown[k] for k in merged][:MAX_KEYWORDS]}
+
+
+# The command -------------------------------------------------------------------------------------------
+
+
+class Command(BaseCommand):
+    help = "Benchmark recall on LoCoMo against baselines at the same word budget (table + JSON)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--data", required=True, help="locomo10.json (or a file shaped like it)")
+        parser.add_argument("--out", required=True)
+        parser.add_argument("--conversations", type=int, default=0, help="only the first N (0: all)")
+        parser.add_argument("--questions", type=int, default=0, help="at most N per conversation (0: all)")
+        parser.add_argument("--scale-messages", type=int, default=100_000, help="0 skips the scale run")
+        parser.add_argument("--scale-turns", type=int, default=100)
+
+    def handle(self, *args, data: str, out: str, **options) -> None:
+        from memory import vectorstore
+
+        started = time.perf_counter()
+        conversations = bench.load_locomo(data)
+        if options["conversations"]:
+            conversations = conversations[: options["conversations"]]
+        self.children: list[subprocess.Popen] = []
+        self.folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-recall-"))
+        self.users: list = []
+        try:
+            try:
+                vectorstore.heartbeat()
+            except Exception:  # noqa: BLE001 - no Chroma answering: start a private one
+                self._start_chroma()
+            results = self._run(conversations, options["questions"])
+            if options["scale_messages"]:
+                results["scale_100k"] = self._scale(options["scale_messages"], options["scale_turns"])
+        finally:
+            self._clean_up()
+            for child in self.children:
+                child.terminate()
+                child.wait(timeout=20)
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(results, indent=2))
+        self.stdout.write(bench.format_table(results["systems"]))
+        self.stdout.write(f"questions: {results['n_questions']}")
+        scale = results.get("scale_100k")
+        if scale:
+            lat = scale["latency_ms"]
+            self.stdout.write(
+                f"scale: {scale['messages']:,} messages, pool {scale['pool']}, "
+                f"recall p50 {lat['p50']} ms, p95 {lat['p95']} ms (target p95 <= 120 ms)"
+            )
+        self.stdout.write(f"wrote {out} in {time.perf_counter() - started:.0f} s")
+
+    def progress(self, text: str) -> None:
+        sys.stderr.write(f"[bench_recall] {text}\n")
+        sys.stderr.flush()
+
+    # Services ------------------------------------------------------------------------------------
+
+    def _start_chroma(self) -> None:
+        import socket
+
+        from memory import vectorstore
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        chroma = Path(settings.BASE_DIR) / ".venv" / "bin" / "chroma"
+        log = open(self.folder / "chroma.log", "wb")  # noqa: SIM115 - the child owns it
+        self.children.append(
+            subprocess.Popen(
+                [str(chroma), "run", "--path", str(self.folder / "chroma"), "--port", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "RUST_LOG": "warn"},
+            )
+        )
+        settings.CHROMA_URL = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                vectorstore.heartbeat()
+                return
+            except Exception:  # noqa: BLE001
+                time.sleep(0.1)
+        raise CommandError("the private Chroma server did not start")
+
+    def _user(self, label: str):
+        from orbchat.accounts.models import User
+        from orbchat.library import services as library
+
+        user = User.objects.create_user(
+            username=f"bench-recall-{label}-{secrets.token_hex(4)}", password=secrets.token_hex(16)
+        )
+        self.users.append(user)
+        library.preset_default_create(owner=user)
+        return user
+
+    def _clean_up(self) -> None:
+        from memory import index
+        from memory.models import VectorIndex
+        from rooms import services as rooms
+
+        for user in self.users:
+            try:
+                for room in list(user.hosted_rooms.all()):
+                    rooms.room_delete(room=room)
+                for generation in VectorIndex.objects.filter(user=user):
+                    index.drop_generation(generation)
+                user.delete()
+            except Exception as exc:  # noqa: BLE001 - clean what can be cleaned, say what could not
+                self.progress(f"could not clean up {user.username}: {exc}")
+
+    # Ingest ---------------------------------------------------------------------------------------
+
+    def _room(self, user, conversation: bench.Conversation, counts: list[int]):
+        """A room holding the conversation: speaker_a as the person, speaker_b as the character.
+
+        Returns the room and each turn's seq by dia id.
+        """
+        from orbchat.library import services as library
+        from rooms import services as rooms
+        from rooms.models import Message, Room, Variant
+
+        card = {"name": conversation.speaker_b, "description": "A friend.", "first_mes": ""}
+        character = library.character_create(owner=user, card=card)
+        room = rooms.room_create_from_character(host=user, character=character)
+        room.refresh_from_db()
+        seat = room.seats.get()
+        first = room.next_seq
+        human = {conversation.speaker_a}
+        made = Message.objects.bulk_create(
+            [
+                Message(
+                    room=room,
+                    seq=first + index,
+                    kind=Message.Kind.HUMAN if turn.speaker in human else Message.Kind.CHARACTER,
+                    author=user if turn.speaker in human else None,
+                    seat=None if turn.speaker in human else seat,
+                    speaker_name=turn.speaker,
+                )
+                for index, turn in enumerate(conversation.turns)
+            ]
+        )
+        if not made or made[0].pk is None:
+            made = list(Message.objects.filter(room=room, seq__gte=first).order_by("seq"))
+        for message, turn in zip(made, conversation.turns, strict=True):
+            message.created_at = turn.when
+        Message.objects.bulk_update(made, ["created_at"], batch_size=500)
+        Variant.objects.bulk_create(
+            [
+                Variant(message=m, room=room, index=0, text=turn.text, tokens=count)
+                for m, turn, count in zip(made, conversation.turns, counts, strict=True)
+            ]
+        )
+        Room.objects.filter(pk=room.pk).update(next_seq=first + len(made))
+        room.refresh_from_db()
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return room, {turn.dia_id: first + index for index, turn in enumerate(conversation.turns)}
+
+    # The benchmark --------------------------------------------------------------------------------
+
+    def _run(self, conversations: list[bench.Conversation], per_conversation: int) -> dict:
+        from memory import services
+        from memory.services import memory_on, tuning_get
+        from orbchat.connections import embedder
+        from orbchat.connections import services as connections
+        from rooms import tokens
+
+        tuning = tuning_get()
+        budget = int(CONTEXT * tuning.budget_share)
+        variants = {name: _variant(tuning, **changes) for name, (_, changes) in MEMORY_SYSTEMS.items()}
+        records: dict[str, list[dict]] = {name: [] for name in SYSTEMS}
+        extractive_host = self._user("extractive")
+        observation_host = self._user("observation")
+        model = ObservationModel().start()
+        try:
+            utility = connections.connection_create(
+                owner=observation_host,
+                name="Observation stand-in",
+                provider="local",
+                model="observation",
+                api_base=model.base_url,
+            )
+            connections.model_roles_update(
+                user=observation_host, chat=None, utility=utility, embedding=None, rerank_kind="builtin"
+            )
+            embedder.embed(["warm up"])
+            for number, conversation in enumerate(conversations, 1):
+                clock = time.perf_counter()
+                counts = [tokens.count(turn.text) for turn in conversation.turns]
+                rooms = {}
+                room, seqs = self._room(extractive_host, conversation, counts)
+                report = services.catch_up(room.pk)
+                rooms["extractive"] = room
+                built_extractive = time.perf_counter() - clock
+                clock = time.perf_counter()
+                room, seqs = self._room(observation_host, conversation, counts)
+                model.load(conversation, seqs)
+                report_obs = services.catch_up(room.pk)
+                rooms["observation"] = room
+                built_observation = time.perf_counter() - clock
+                for name, room in rooms.items():
+                    if not memory_on(room, tuning):
+                        raise CommandError(f"memory is off for the {name} room: check the tuning and host")
+                self.progress(
+                    f"{conversation.sample_id} ({number}/{len(conversations)}): "
+                    f"{len(conversation.turns)} turns; "
+                    f"extractive {report.written} summaries in {built_extractive:.1f} s, "
+                    f"observation {report_obs.written} in {built_observation:.1f} s"
+                    + (f" ({'; '.join(report_obs.problems)[:200]})" if report_obs.problems else "")
+                )
+                questions = conversation.questions[: per_conversation or None]
+                clock = time.perf_counter()
+                self._ask(conversation, questions, seqs, rooms, variants, budget, records)
+                self.progress(
+                    f"{conversation.sample_id}: {len(questions)} questions "
+                    f"in {time.perf_counter() - clock:.1f} s"
+                )
+        finally:
+            model.stop()
+        return {
+            "systems": {name: _summary(records[name]) for name in SYSTEMS},
+            "n_questions": len(records[DEFAULT]),
+        }
+
+    def _ask(self, conversation, questions, seqs, rooms, variants, budget, records) -> None:
+        import numpy as np
+
+        from memory import recaller
+        from orbchat.connections import embedder
+        from orbchat.prompting.assemble import default_count_tokens
+
+        turns = conversation.turns
+        ordered = sorted(seqs.values())
+        live_start = ordered[-LIVE] if len(ordered) >= LIVE else ordered[0]
+        last_text = turns[-1].text
+        # What the baselines see: the turns before the live window.
+        before = [(seqs[t.dia_id], bench.turn_line(t)) for t in turns if seqs[t.dia_id] < live_start]
+        line_of = dict(before)
+        turn_seqs = [seq for seq, _ in before]
+        bm25 = bench.BM25([text for _, text in before])
+        chunks = bench.aligned_chunks(turn_seqs, LIVE)
+        chunk_texts = ["\n".join(line_of[seq] for seq in chunk) for chunk in chunks]
+        turn_matrix = _matrix(embedder.embed([text for _, text in before]))
+        chunk_matrix = _matrix(embedder.embed(chunk_texts))
+        recent = [[(seq, line_of[seq])] for seq in bench.recency_order(turn_seqs)]
+
+        for number, qa in enumerate(questions, 1):
+            evidence = [seqs[key] for key in qa.evidence]
+            words = 0
+            for name, (room_key, _) in MEMORY_SYSTEMS.items():
+                clock = time.perf_counter()
+                outcome = recaller.recall_for(
+                    room=rooms[room_key],
+                    seat=None,
+                    query_texts=[last_text, qa.question],
+                    live_start=live_start,
+                    budget=budget,
+                    count=default_count_tokens,
+                    tuning=variants[name],
+                )
+                ms = (time.perf_counter() - clock) * 1000
+                if outcome.notices:
+                    self.progress(f"{name}: {'; '.join(outcome.notices)}")
+                count = bench.word_count(outcome.text)
+                if name == DEFAULT:
+                    words = count
+                ranges = [(s.item.seq_from, s.item.seq_to) for s in outcome.kept]
+                records[name].append(
+                    _record(qa, outcome.text, bench.evidence_coverage(evidence, ranges), count, ms)
+                )
+
+            def fill(name, ranked, ms_before, started, qa=qa, evidence=evidence, words=words) -> None:
+                text, returned, used = bench.fill_budget(ranked, words)
+                ms = ms_before + (time.perf_counter() - started) * 1000
+                records[name].append(_record(qa, text, bench.set_coverage(evidence, returned), used, ms))
+
+            clock = time.perf_counter()
+            fill("bm25_turns", ([before[i]] for i in bm25.rank(qa.question)), 0.0, clock)
+            clock = time.perf_counter()
+            query = np.asarray(embedder.embed([qa.question])[0], dtype=np.float32)
+            embed_ms = (time.perf_counter() - clock) * 1000
+            clock = time.perf_counter()
+            order = bench.rank_by((turn_matrix @ query).tolist()) if before else []
+            fill("dense_turns", ([before[i]] for i in order), embed_ms, clock)
+            clock = time.perf_counter()
+            order = bench.rank_by((chunk_matrix @ query).tolist()) if chunks else []
+            fill("dense_chunk8", ([(seq, line_of[seq]) for seq in chunks[i]] for i in order), embed_ms, clock)
+            clock = time.perf_counter()
+            fill("recency", recent, 0.0, clock)
+            if number % 50 == 0:
+                self.progress(f"{conversation.sample_id}: {number}/{len(questions)} questions")
+
+    # The 100,000-message room ---------------------------------------------------------------------------
+
+    def _scale(self, size: int, turns: int) -> dict:
+        import numpy as np
+
+        from memory import blocks, index, recaller
+        from memory.management.commands.bench_backfill import message_text
+        from memory.services import block_tuning, tuning_get
+        from orbchat.connections import embedder
+        from orbchat.library import services as library
+        from orbchat.prompting.assemble import default_count_tokens
+        from rooms import services as rooms
+        from rooms.models import Message, Room, Variant
+
+        rng = random.Random(size)
+        vectors_rng = np.random.default_rng(size)
+        tuning = tuning_get()
+        t = block_tuning(tuning)
+        budget = int(CONTEXT * tuning.budget_share)
+        user = self._user("scale")
+        card = {"name": "Maren", "description": "Keeper of the light.", "first_mes": ""}
+        character = library.character_create(owner=user, card=card)
+        room = rooms.room_create_from_character(host=user, character=character)
+        room.refresh_from_db()
+        seat = room.seats.get()
+        generation = index.live_generations(user)[0]
+        start_time = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+        texts: dict[int, str] = {}
+
+        def add(first: int, count: int) -> None:
+            seqs = range(first, first + count)
+            made = Message.objects.bulk_create(
+                [
+                    Message(
+                        room=room,
+                        seq=seq,
+                        kind=Message.Kind.HUMAN if seq % 2 else Message.Kind.CHARACTER,
+                        author=user if seq % 2 else None,
+                        seat=None if seq % 2 else seat,
+                        speaker_name="Traveller" if seq % 2 else character.name,
+                    )
+                    for seq in seqs
+                ]
+            )
+            if made[0].pk is None:
+                made = list(Message.objects.filter(room=room, seq__in=seqs).order_by("seq"))
+            variants = []
+            for m in made:
+                texts[m.seq] = message_text(rng, m.seq)
+                variants.append(Variant(message=m, room=room, index=0, text=texts[m.seq], tokens=40))
+            Variant.objects.bulk_create(variants)
+            Room.objects.filter(pk=room.pk).update(next_seq=first + count)
+
+        clock = time.perf_counter()
+        for first in range(0, size, 5_000):
+            add(first, min(5_000, size - first))
+        self.progress(f"scale: {size:,} messages in {time.perf_counter() - clock:.1f} s")
+
+        written = [0] * (t.max_tier + 1)  # blocks written per tier (they are written in order)
+
+        def complete(next_seq: int) -> int:
+            """Write every summary due once the fresh window starts at `next_seq - fresh_window`."""
+            fresh_start = max(0, next_seq - t.fresh_window)
+            made = []
+            for tier in range(t.max_tier + 1):
+                due = fresh_start // blocks.span(tier, t)
+                for block in range(written[tier], due):
+                    made.append(_synthetic_summary(room, tier, block, t, rng, start_time))
+                written[tier] = max(written[tier], due)
+            return _store_summaries(made, generation, vectors_rng)
+
+        clock = time.perf_counter()
+        total = complete(size)
+        took = time.perf_counter() - clock
+        self.progress(f"scale: {total:,} summaries stored with vectors in {took:.1f} s")
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        embedder.embed(["warm up"])
+        latencies: list[float] = []
+        pools: list[int] = []
+        next_seq = size
+        for turn in range(1, turns + 1):
+            add(next_seq, 2)
+            next_seq += 2
+            if turn % 4 == 0:
+                complete(next_seq)
+            live_start = next_seq - LIVE
+            clock = time.perf_counter()
+            outcome = recaller.recall_for(
+                room=room,
+                seat=None,
+                query_texts=[texts[next_seq - 2], texts[next_seq - 1]],
+                live_start=live_start,
+                budget=budget,
+                count=default_count_tokens,
+                tuning=tuning,
+            )
+            latencies.append((time.perf_counter() - clock) * 1000)
+            pools.append(outcome.pool)
+            if outcome.notices:
+                self.progress(f"scale: {'; '.join(outcome.notices)}")
+        result = {
+            "messages": size,
+            "pool": int(round(bench.mean(pools))),
+            "latency_ms": {
+                "p50": round(bench.percentile(latencies, 50), 1),
+                "p95": round(bench.percentile(latencies, 95), 1),
+            },
+        }
+        self.progress(
+            f"scale: {turns} turns, pool {result['pool']}, p50 {result['latency_ms']['p50']} ms, "
+            f"p95 {result['latency_ms']['p95']} ms, first {latencies[0]:.0f} ms, max {max(latencies):.0f} ms"
+        )
+        return result
+
+
+def _matrix(vectors: list[list[float]]):
+    import numpy as np
+
+    from orbchat.connections.embedder import DIMENSIONS
+
+    return np.asarray(vectors, dtype=np.float32).reshape(len(vectors), DIMENSIONS)
+
+
+def _variant(tuning, **changes):
+    """A copy of the tuning with some fields changed, never saved."""
+    changed = copy.copy(tuning)
+    for name, value in changes.items():
+        setattr(changed, name, value)
+    return changed
+
+
+def _record(qa: bench.Question, text: str, coverage: float | None, words: int, ms: float) -> dict:
+    return {
+        "category": qa.category,
+        "containment": bench.containment(qa.answer, text),
+        "coverage": coverage,
+        "words": words,
+        "ms": ms,
+    }
+
+
+def _summary(records: list[dict]) -> dict:
+    words = [r["words"] for r in records]
+    ms = [r["ms"] for r in records]
+    return {
+        "answer_containment": bench.by_category((r["category"], r["containment"]) for r in records),
+        "evidence_coverage": bench.by_category((r["category"], r["coverage"]) for r in records),
+        "words_mean": round(bench.mean(words), 1),
+        "words_p95": round(bench.percentile(words, 95), 1),
+        "latency_ms": {"p50": round(bench.percentile(ms, 50), 1), "p95": round(bench.percentile(ms, 95), 1)},
+    }
+
+
+def _synthetic_summary(room, tier: int, block: int, t, rng: random.Random, start: dt.datetime):
+    from memory import index
+    from memory.blocks import block_range
+    from memory.drafts import Draft, render, when_label
+    from memory.management.commands.bench_backfill import NAMES, PLACES, THINGS, sentence
+    from memory.models import SHARED, Summary
+
+    first, end = block_range(tier, block, t)
+    first_at = start + dt.timedelta(minutes=first)
+    last_at = start + dt.timedelta(minutes=end - 1)
+    who = rng.sample(NAMES, 2)
+    draft = Draft(
+        heading=f"{who[0]} and {who[1]} at {rng.choice(PLACES)}, {when_label([first_at, last_at])}",
+        facts=[sentence(rng) for _ in range(rng.randint(2, 5))],
+        keywords=[*who, rng.choice(PLACES), rng.choice(THINGS)],
+    )
+    text = render(draft)
+    return Summary(
+        room=room,
+        scope=SHARED,
+        tier=tier,
+        block=block,
+        seq_from=first,
+        seq_to=end - 1,
+        heading=draft.heading,
+        facts=draft.facts,
+        keywords=draft.keywords,
+        text=text,
+        source=Summary.Source.EXTRACTIVE,
+        indexed_hash=index.text_hash(text),
+        first_at=first_at,
+        last_at=last_at,
+    )
+
+
+def _store_summaries(summaries: list, generation, rng) -> int:
+    """Save summaries and put random unit vectors for them into the generation's `memories`."""
+    import numpy as np
+
+    from memory import index
+    from memory.models import Summary
+    from orbchat.connections.embedder import DIMENSIONS
+
+    for start in range(0, len(summaries), 1_000):
+        batch = summaries[start : start + 1_000]
+        Summary.objects.bulk_create(batch)
+        _keyword_rows(batch)
+        vectors = rng.standard_normal((len(batch), DIMENSIONS)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        index.upsert_memories(generation, batch, vectors.tolist())
+    return len(summaries)
+
+
+def _keyword_rows(summaries: list) -> None:
+    """Fill the keyword lookup for bulk-created summaries, as `memory.services` does for its own."""
+    from memory import models, services
+
+    if not hasattr(models, "SummaryKeyword"):
+        return  # a version of memory without the lookup table
+    if summaries and summaries[0].pk is None:
+        tiers, numbers = {s.tier for s in summaries}, {s.block for s in summaries}
+        found = models.Summary.objects.filter(room_id=summaries[0].room_id, tier__in=tiers, block__in=numbers)
+        by_key = {(s.tier, s.block): s for s in found}
+        summaries = [by_key[(s.tier, s.block)] for s in summaries]
+    models.SummaryKeyword.objects.bulk_create(
+        [
+            models.SummaryKeyword(summary=s, room_id=s.room_id, word=word, keyword=keyword)
+            for s in summaries
+            for word, keyword in services.keyword_words(list(s.keywords or ()))
+        ]
+    )

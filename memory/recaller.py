@@ -1,0 +1,434 @@
+"""Recall, the shell: read the pool's summaries, score them by meaning, rerank, log.
+
+The decisions are pure (`memory.recall`). Here: which rows to read (only the pool's, tier by
+tier: a 100,000-message room reads a few hundred rows, not all of them), the summaries' vectors
+(kept in memory between turns per index generation and text, so only new or rewritten summaries
+are fetched from Chroma or embedded), the query's vector, the Rerank role, and the recall log.
+
+Everything runs as the room's host: the host's tuning switch, embedding and rerank models.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memory import blocks, index, recall
+from memory.models import SHARED, RecallLog, Summary, SummaryKeyword, VectorIndex, seat_scope
+from memory.services import block_tuning, memory_on, personal_memory_on, tuning_get
+from rooms.models import Presence, Room, Seat
+
+log = logging.getLogger(__name__)
+
+VECTOR_CACHE = 50_000  # vectors kept in memory (about 75 MB of float32 at 384 dimensions)
+SAMPLE = 12  # rejected summaries shown in the log, every reason represented
+COMMON_SHARE = 0.2  # a keyword word in more than this share of a room's summaries tells nothing apart
+SEARCH_FAILED = "Your library couldn't be searched ({reason}). This reply goes out without recalled memory."
+RERANK_FAILED = "The Rerank model failed ({reason}); memories were picked in meaning order instead."
+
+
+@dataclass
+class Outcome:
+    """One recall: the Memory section's text and everything the host may inspect."""
+
+    state: str  # "off" (memory off: nothing ran) | "done"
+    text: str = ""
+    count: int = 0
+    mode: str = recall.OFF
+    query: str = ""
+    pool: int = 0
+    live_start: int = 0
+    budget: int = 0
+    seat_id: int | None = None
+    kept: list[recall.Scored] = field(default_factory=list)
+    rejected: list[recall.Rejected] = field(default_factory=list)
+    rejected_count: int = 0
+    notices: list[str] = field(default_factory=list)
+    ms: float = 0.0
+
+    def detail(self) -> dict:
+        """The host-only detail: query, pool, kept with scores, a sample of the rejected with reasons."""
+        return {
+            "state": self.state,
+            "mode": self.mode,
+            "query": self.query,
+            "pool": self.pool,
+            "count": self.count,
+            "live_start": self.live_start,
+            "budget": self.budget,
+            "seat": self.seat_id,
+            "kept": [_kept_json(s) for s in self.kept],
+            "rejected": [_rejected_json(r) for r in self.rejected],
+            "rejected_count": self.rejected_count,
+            "notices": list(self.notices),
+            "ms": round(self.ms, 1),
+        }
+
+
+def _kept_json(s: recall.Scored) -> dict:
+    item = s.item
+    return {
+        "scope": item.scope,
+        "tier": item.tier,
+        "block": item.block,
+        "seq_from": item.seq_from,
+        "seq_to": item.seq_to,
+        "score": round(s.score, 4),
+        "rerank": None if s.rerank is None else round(s.rerank, 4),
+        "keyword": s.keyword,
+        "direct": s.direct,
+        "text": item.text,
+    }
+
+
+def _rejected_json(r: recall.Rejected) -> dict:
+    item = r.item
+    return {
+        "scope": item.scope,
+        "tier": item.tier,
+        "block": item.block,
+        "seq_from": item.seq_from,
+        "seq_to": item.seq_to,
+        "reason": r.reason,
+        "score": None if r.score is None else round(r.score, 4),
+    }
+
+
+# Vectors of summaries, per (index generation or model key, summary key, text hash).
+_vectors: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
+_vectors_lock = threading.Lock()
+
+
+def _cached(keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], np.ndarray]:
+    with _vectors_lock:
+        found = {}
+        for key in keys:
+            vector = _vectors.get(key)
+            if vector is not None:
+                _vectors.move_to_end(key)
+                found[key] = vector
+        return found
+
+
+def _remember(vectors: dict[tuple[str, str, str], np.ndarray]) -> None:
+    with _vectors_lock:
+        _vectors.update(vectors)
+        while len(_vectors) > VECTOR_CACHE:
+            _vectors.popitem(last=False)
+
+
+def forget_cached_vectors() -> None:
+    """Drop the in-memory vectors (tests; a changed embedding model gets new keys anyway)."""
+    with _vectors_lock:
+        _vectors.clear()
+
+
+def _unit(vector) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm else array
+
+
+class _Embedder:
+    """Embed with the generation recall reads (or the host's current model before any exists)."""
+
+    def __init__(self, host, generation: VectorIndex | None) -> None:
+        self.host, self.generation = host, generation
+        self.tag = f"g{generation.pk}" if generation else index.model_key(host)
+        self.builtin = (generation.model_key if generation else self.tag) == index.BUILTIN_KEY
+
+    def __call__(self, texts: list[str]) -> list[np.ndarray]:
+        if self.generation is not None:
+            vectors = index.embed_for(self.generation, texts)
+        else:
+            vectors = index.embed(self.host, texts)
+        return [_unit(v) for v in vectors]
+
+
+def _fetcher(room_id: int, hashes: dict[str, str]) -> recall.Fetch:
+    def fetch(scope: str, tier: int, start: int, end: int) -> list[recall.Item]:
+        rows = Summary.objects.filter(
+            room_id=room_id, scope=scope, tier=tier, seq_from__gte=start, seq_from__lt=end
+        ).values_list("scope", "tier", "block", "seq_from", "seq_to", "text", "keywords", "indexed_hash")
+        items = []
+        for scope_, tier_, block, seq_from, seq_to, text, keywords, indexed in rows:
+            key = f"m:{room_id}:{scope_}:{tier_}:{block}"
+            hashes[key] = indexed
+            items.append(
+                recall.Item(key, scope_, tier_, block, seq_from, seq_to, text, tuple(keywords or ()))
+            )
+        return items
+
+    return fetch
+
+
+def _vectors_for(
+    embedder: _Embedder, items: list[recall.Item], indexed: dict[str, str]
+) -> dict[str, np.ndarray]:
+    """Return each item's vector: from memory, else from Chroma (when indexed as is), else embedded now."""
+    keys = {item.key: (embedder.tag, item.key, index.text_hash(item.text)) for item in items}
+    found = _cached(list(keys.values()))
+    missing = [item for item in items if keys[item.key] not in found]
+    fresh: dict[tuple[str, str, str], np.ndarray] = {}
+    if missing and embedder.generation is not None:
+        stored = [item for item in missing if indexed.get(item.key) == keys[item.key][2]]
+        if stored:
+            got = index.memory_vectors(embedder.generation, [item.key for item in stored])
+            for item in stored:
+                if item.key in got:
+                    fresh[keys[item.key]] = _unit(got[item.key])
+    still = [item for item in missing if keys[item.key] not in fresh]
+    if still:
+        for item, vector in zip(still, embedder([item.text for item in still]), strict=True):
+            fresh[keys[item.key]] = vector
+    _remember(fresh)
+    found.update(fresh)
+    return {item.key: found[keys[item.key]] for item in items}
+
+
+def _scopes(room: Room, seat: Seat | None, upto: int, t: blocks.Tuning) -> tuple[list[str], set[int] | None]:
+    """The scopes a speaker reads and the tier-0 blocks it witnessed (None: no presence filter)."""
+    if seat is None or not personal_memory_on(room):
+        return [SHARED], None
+    intervals = list(Presence.objects.filter(seat=seat).values_list("joined_seq", "left_seq"))
+    return [SHARED, seat_scope(seat.pk)], blocks.witnessed_blocks(intervals, tier=0, t=t, upto=upto)
+
+
+def recall_for(
+    *,
+    room: Room,
+    seat: Seat | None,
+    query_texts: list[str],
+    live_start: int,
+    budget: int,
+    count: Callable[[str], int],
+    tuning=None,
+) -> Outcome:
+    """Recall for a reply by `seat` (None: the Narrator) from everything before `live_start`.
+
+    `query_texts` are the recent messages, newest last; the last `query_window` form the query.
+    Never raises for a provider problem: failures become notices in the outcome.
+    """
+    started = time.perf_counter()
+    tuning = tuning or tuning_get()
+    if not memory_on(room, tuning) or tuning.mode == recall.OFF:
+        return Outcome(state="off", mode=recall.OFF)
+    t = block_tuning(tuning)
+    texts = [text for text in query_texts if text.strip()][-tuning.query_window :]
+    query = "\n".join(texts)
+    outcome = Outcome(
+        state="done",
+        mode=tuning.mode,
+        query=query,
+        live_start=live_start,
+        budget=budget,
+        seat_id=seat.pk if seat else None,
+    )
+    scopes, witnessed = _scopes(room, seat, live_start, t)
+    indexed: dict[str, str] = {}
+    pool = recall.build_pool(
+        _fetcher(room.pk, indexed), scopes=scopes, live_start=live_start, t=t, witnessed=witnessed
+    )
+    outcome.pool = len(pool.members)
+    ignore = _names(room)
+    hits: dict[str, list[tuple[recall.Item, str]]] = {}
+    if tuning.keyword_match and tuning.mode in (recall.MIXC, recall.SEMANTIC):
+        hits, common = _keyword_hits(room.pk, scopes, pool.members, query, live_start, ignore, indexed)
+        ignore |= common
+    similarity: dict[str, float] = {}
+    embedder: _Embedder | None = None
+    if tuning.mode in (recall.MIXC, recall.SEMANTIC) and pool.members:
+        try:
+            embedder = _Embedder(room.host, index.reading_generation(room.host))
+            members = {item.key for item in pool.members}
+            finer = {
+                item.key: item for pairs in hits.values() for item, _ in pairs if item.key not in members
+            }
+            scored = pool.members + list(finer.values())
+            vectors = _vectors_for(embedder, scored, indexed)
+            query_vector = embedder([query or " "])[0]
+        except Exception as exc:  # noqa: BLE001 - any search failure: a notice, and no memory
+            reason = exc.args[0] if isinstance(exc, index.EmbedderFailed) and exc.args else str(exc)
+            outcome.notices.append(SEARCH_FAILED.format(reason=reason or "the embedder failed"))
+            outcome.rejected_count = _total(room.pk, scopes)
+            outcome.ms = (time.perf_counter() - started) * 1000
+            return outcome
+        matrix = np.stack([vectors[item.key] for item in scored])
+        scores = matrix @ query_vector
+        similarity = {item.key: float(s) for item, s in zip(scored, scores, strict=True)}
+
+    def rerank(shortlist: list[recall.Scored]) -> list[float] | None:
+        try:
+            return _rerank(room.host, embedder, query, shortlist)
+        except Exception as exc:  # noqa: BLE001 - a failed reranker falls back to the meaning order
+            outcome.notices.append(RERANK_FAILED.format(reason=_reason(exc)))
+            return None
+
+    choice = recall.choose(
+        pool,
+        mode=tuning.mode,
+        similarity=similarity,
+        query=query,
+        floor=tuning.score_floor,
+        keyword_match=tuning.keyword_match,
+        candidates=tuning.candidates,
+        keep=tuning.keep,
+        budget=budget,
+        count=count,
+        rerank=rerank,
+        hits=hits,
+        ignore=ignore,
+        newest=texts[-1] if texts else "",
+    )
+    outcome.kept = choice.kept
+    outcome.count = len(choice.kept)
+    outcome.text = recall.memory_text(choice.kept)
+    rejected = (
+        choice.rejected + _covered_sample(room.pk, choice.kept) + _live_sample(room.pk, scopes, live_start)
+    )
+    outcome.rejected = recall.sample(rejected, SAMPLE)
+    outcome.rejected_count = max(_total(room.pk, scopes) - outcome.count, len(rejected))
+    outcome.ms = (time.perf_counter() - started) * 1000
+    return outcome
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc.args[0]) if exc.args else exc.__class__.__name__
+
+
+def _rerank(host, embedder: _Embedder | None, query: str, shortlist: list[recall.Scored]) -> list[float]:
+    from orbchat.connections import reranker
+    from orbchat.connections.models import ModelRoles
+    from orbchat.connections.services import model_roles_get
+
+    documents = [s.item.text for s in shortlist]
+    roles = model_roles_get(user=host)
+    if roles.rerank_kind == ModelRoles.Rerank.BUILTIN and embedder is not None and embedder.builtin:
+        # Same model as the search: reuse the vectors already in hand.
+        return reranker.blend([s.score for s in shortlist], reranker.lexical_scores(query, documents))
+    return reranker.scores_for(roles, query, documents)
+
+
+def _names(room: Room) -> frozenset[str]:
+    """Casefolded names (and their words) of everyone in the room: never a keyword match."""
+    from rooms.models import Member
+
+    names = list(Seat.objects.filter(room=room).values_list("name", flat=True))
+    names.append(room.host.get_username())
+    if room.persona_id:
+        names.append(room.persona.name)
+    names += list(Member.objects.filter(room=room).values_list("user__username", flat=True))
+    names += list(
+        Member.objects.filter(room=room, persona__isnull=False).values_list("persona__name", flat=True)
+    )
+    forms = set()
+    for name in names:
+        forms.add(name.casefold())
+        forms.update(word for word in re.findall(r"\w+", name.casefold()) if len(word) >= 2)
+    return frozenset(forms)
+
+
+def _keyword_hits(
+    room_id: int,
+    scopes: list[str],
+    pool: list[recall.Item],
+    query: str,
+    live_start: int,
+    ignore: frozenset[str],
+    indexed: dict[str, str],
+) -> tuple[dict[str, list[tuple[recall.Item, str]]], frozenset[str]]:
+    """Find summaries of any tier whose keywords appear in the query (one indexed lookup) and
+    match them to the pool (see `recall.keyword_hits`).
+
+    Also return the words too common to tell stretches apart (in more than a fifth of the
+    room's summaries, like a name everyone says): they match nothing.
+    """
+    words = {w for w in re.findall(r"\w+", query.casefold()) if len(w) >= 2} - ignore
+    if not words or not pool:
+        return {}, frozenset()
+    rows = list(
+        SummaryKeyword.objects.filter(room_id=room_id, word__in=words, summary__scope__in=scopes).values_list(
+            "word",
+            "keyword",
+            "summary_id",
+            "summary__scope",
+            "summary__tier",
+            "summary__block",
+            "summary__seq_from",
+            "summary__seq_to",
+        )
+    )
+    holders: dict[str, set[int]] = {}
+    for word, _, summary_id, *_ in rows:
+        holders.setdefault(word, set()).add(summary_id)
+    limit = max(3, COMMON_SHARE * _total(room_id, scopes))
+    common = frozenset(word for word, ids in holders.items() if len(ids) > limit)
+    skip = ignore | common
+    matched: dict[int, str] = {}
+    for word, keyword, summary_id, *_, seq_to in rows:
+        if word not in common and seq_to < live_start and summary_id not in matched:
+            if recall.keyword_in([keyword], query, skip):
+                matched[summary_id] = keyword
+    if not matched:
+        return {}, common
+    found = []
+    for pk, scope, tier, block, seq_from, seq_to, text, keywords, indexed_hash in Summary.objects.filter(
+        pk__in=matched
+    ).values_list("pk", "scope", "tier", "block", "seq_from", "seq_to", "text", "keywords", "indexed_hash"):
+        key = f"m:{room_id}:{scope}:{tier}:{block}"
+        indexed[key] = indexed_hash
+        found.append(
+            (recall.Item(key, scope, tier, block, seq_from, seq_to, text, tuple(keywords or ())), matched[pk])
+        )
+    return recall.keyword_hits(pool, found), common
+
+
+def _covered_sample(room_id: int, kept: list[recall.Scored]) -> list[recall.Rejected]:
+    """Finer summaries inside a kept roll-up: shown as "covered by a higher tier" (a few)."""
+    rollups = [s.item for s in kept if s.item.tier > 0]
+    if not rollups:
+        return []
+    top = max(rollups, key=lambda item: item.tier)
+    rows = Summary.objects.filter(
+        room_id=room_id,
+        scope=top.scope,
+        tier__lt=top.tier,
+        seq_from__gte=top.seq_from,
+        seq_from__lte=top.seq_to,
+    ).values_list("scope", "tier", "block", "seq_from", "seq_to", "text")[:4]
+    others = [recall.Item(f"m:{room_id}:{r[0]}:{r[1]}:{r[2]}", *r) for r in rows]
+    return recall.covered([top], others)
+
+
+def _live_sample(room_id: int, scopes: list[str], live_start: int) -> list[recall.Rejected]:
+    """A few summaries of what the prompt still holds word for word (for the log)."""
+    rows = (
+        Summary.objects.filter(room_id=room_id, scope__in=scopes, tier=0, seq_to__gte=live_start)
+        .order_by("seq_from")
+        .values_list("scope", "tier", "block", "seq_from", "seq_to", "text")[:4]
+    )
+    return [recall.Rejected(recall.Item(f"m:{room_id}:{r[0]}:{r[1]}:{r[2]}", *r), recall.LIVE) for r in rows]
+
+
+def _total(room_id: int, scopes: list[str]) -> int:
+    return Summary.objects.filter(room_id=room_id, scope__in=scopes).count()
+
+
+def log_save(*, room_id: int, variant_id: int | None, speaker: str, outcome: Outcome) -> RecallLog:
+    """Keep what recall did for one reply (the host reads it; members only ever see the count)."""
+    return RecallLog.objects.create(
+        room_id=room_id,
+        variant_id=variant_id,
+        speaker=speaker[:200],
+        state=outcome.state,
+        mode=outcome.mode,
+        count=outcome.count,
+        detail=outcome.detail(),
+    )
