@@ -31,6 +31,14 @@ FLOOR = "below the score floor"
 MODE = "not eligible in this mode"
 WITNESS = "not witnessed by this speaker"
 RANKED = "ranked below the kept ones"
+NARROWED = "opened into the finer summaries inside it"
+
+# How many of the pool's closest (in multiples of the reranker's shortlist) are opened into their
+# tier-0 summaries: a roll-up's wording is diluted, so the right stretch is often not in the top 8.
+OPEN_FACTOR = 2
+# ...and no more than about this many messages' worth of them (16 roll-ups of 128 messages; four of
+# 512), so that a very long chat's turn reads a bounded number of rows.
+OPEN_MESSAGES = 2048
 BUDGET = "over the memory budget"
 
 
@@ -71,7 +79,6 @@ class Scored:
     score: float  # cosine similarity to the query (0 when unknown)
     keyword: str = ""  # the keyword that qualified it, if any
     rerank: float | None = None
-    direct: bool = False  # its keyword is in the message just sent: named outright, it comes first
 
 
 @dataclass
@@ -179,17 +186,35 @@ def _forms(keyword: str) -> list[str]:
     return forms
 
 
-def keyword_in(keywords: Iterable[str], text: str, ignore: frozenset[str] = frozenset()) -> str:
+_PLAIN = re.compile(r"[\w' -]+")
+
+
+class Words:
+    """A text prepared for whole-word lookups: its words once, for many keywords."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.joined = " " + " ".join(re.findall(r"\w+", text.casefold())) + " "
+
+    def has(self, form: str) -> bool:
+        if _PLAIN.fullmatch(form):
+            words = re.findall(r"\w+", form.casefold())
+            return bool(words) and f" {' '.join(words)} " in self.joined
+        return re.search(rf"(?<!\w){re.escape(form)}(?!\w)", self.text, re.IGNORECASE) is not None
+
+
+def keyword_in(keywords: Iterable[str], text: str | Words, ignore: frozenset[str] = frozenset()) -> str:
     """Return the first keyword found in `text` as a whole word or phrase (any case), or "".
 
     `ignore` holds casefolded forms never to match on: the names of the people and characters in
     the room, which appear in nearly every summary and every message and so tell nothing apart.
     """
+    words = text if isinstance(text, Words) else Words(text)
     for keyword in keywords:
         for form in _forms(keyword):
             if len(form) < 2 or form.casefold() in ignore:
                 continue
-            if re.search(rf"(?<!\w){re.escape(form)}(?!\w)", text, re.IGNORECASE):
+            if words.has(form):
                 return keyword
     return ""
 
@@ -245,39 +270,43 @@ def qualify(
     keyword_match: bool,
     hits: dict[str, list[tuple[Item, str]]] | None = None,
     ignore: frozenset[str] = frozenset(),
-    newest: str = "",
 ) -> tuple[list[Scored], list[Rejected]]:
     """Split the pool into summaries that qualify (best first) and those below the floor.
 
     `hits` (from `keyword_hits`) puts the finest summaries holding a keyword in place of the pool
-    member covering them. Best first: those whose keyword is in `newest` (the message just sent),
-    then by cosine.
+    member covering them. Best first by cosine.
     """
     qualified: list[Scored] = []
     rejected: list[Rejected] = []
     hits = hits or {}
+    said = Words(query)
     for item in pool:
         score = similarity.get(item.key, 0.0)
         finer_hits = hits.get(item.key, []) if keyword_match else []
         for finer, keyword in finer_hits:
-            direct = bool(newest) and bool(keyword_in([keyword], newest, ignore))
-            qualified.append(Scored(finer, similarity.get(finer.key, score), keyword, direct=direct))
+            qualified.append(Scored(finer, similarity.get(finer.key, score), keyword))
         if any(finer.key == item.key for finer, _ in finer_hits):
             continue
         if finer_hits and score < floor:
             continue  # its keyword hits stand for it; by meaning it does not qualify
-        keyword = keyword_in(item.keywords, query, ignore) if keyword_match and not finer_hits else ""
-        if score >= floor or keyword:
-            direct = bool(keyword) and bool(newest) and bool(keyword_in([keyword], newest, ignore))
-            qualified.append(Scored(item, score, keyword, direct=direct))
-        else:
-            rejected.append(Rejected(item, FLOOR, score))
+        keyword = keyword_in(item.keywords, said, ignore) if keyword_match and not finer_hits else ""
+        _judge(item, score, keyword, floor, qualified, rejected)
     qualified.sort(key=_best_first)
     return qualified, rejected
 
 
+def _judge(
+    item: Item, score: float, keyword: str, floor: float, qualified: list[Scored], rejected: list[Rejected]
+) -> None:
+    """A summary qualifies by meaning (cosine at or above the floor) or by a keyword."""
+    if score >= floor or keyword:
+        qualified.append(Scored(item, score, keyword))
+    else:
+        rejected.append(Rejected(item, FLOOR, score))
+
+
 def _best_first(s: Scored) -> tuple:
-    return (not s.direct, -s.score, -s.item.seq_from)
+    return (-s.score, -s.item.seq_from)
 
 
 def shortlist(qualified: list[Scored], candidates: int) -> tuple[list[Scored], list[Rejected]]:
@@ -288,18 +317,52 @@ def shortlist(qualified: list[Scored], candidates: int) -> tuple[list[Scored], l
 def keep_best(
     ranked: list[Scored], keep: int, rerank: list[float] | None = None
 ) -> tuple[list[Scored], list[Rejected]]:
-    """Keep the top `keep`, by rerank score when given (else in the given order), best first.
-
-    What the message just sent names outright (`direct`) stays ahead of the rest either way.
-    """
+    """Keep the top `keep`, by rerank score when given (else in the given order), best first."""
     if rerank is not None:
         ranked = [
-            Scored(s.item, s.score, s.keyword, r, s.direct)
-            for s, r in sorted(
-                zip(ranked, rerank, strict=True), key=lambda pair: (not pair[0].direct, -pair[1])
-            )
+            Scored(s.item, s.score, s.keyword, r)
+            for s, r in sorted(zip(ranked, rerank, strict=True), key=lambda pair: -pair[1])
         ]
     return ranked[:keep], [Rejected(s.item, RANKED, s.score) for s in ranked[keep:]]
+
+
+def expand(
+    front: list[Scored],
+    finer: dict[str, list[Item]],
+    similarity: dict[str, float],
+    query: str,
+    *,
+    floor: float,
+    keyword_match: bool,
+    ignore: frozenset[str] = frozenset(),
+) -> tuple[list[Scored], list[Rejected]]:
+    """Open the best roll-ups into the tier-0 summaries inside them; return the candidates best first.
+
+    The compact pool finds the right stretches among few summaries; the tier-0 summaries inside
+    them say what happened there without being cut to a roll-up's length. `finer[key]` holds the
+    tier-0 summaries inside roll-up `key` (their cosine in `similarity`); a roll-up with none
+    stays itself. A tier-0 summary qualifies as in `qualify`, by the floor or a keyword.
+    """
+    said = Words(query)
+    candidates: list[Scored] = []
+    rejected: list[Rejected] = []
+    seen: set[str] = set()
+    for scored in front:
+        inside = finer.get(scored.item.key) if scored.item.tier > 0 else None
+        if not inside:
+            if scored.item.key not in seen:
+                seen.add(scored.item.key)
+                candidates.append(scored)
+            continue
+        rejected.append(Rejected(scored.item, NARROWED, scored.score))
+        for item in inside:
+            if item.key in seen:
+                continue
+            seen.add(item.key)
+            keyword = keyword_in(item.keywords, said, ignore) if keyword_match else ""
+            _judge(item, similarity.get(item.key, 0.0), keyword, floor, candidates, rejected)
+    candidates.sort(key=_best_first)
+    return candidates, rejected
 
 
 def fit_budget(
@@ -355,9 +418,12 @@ def choose(
     rerank: Callable[[list[Scored]], list[float] | None] | None = None,
     hits: dict[str, list[tuple[Item, str]]] | None = None,
     ignore: frozenset[str] = frozenset(),
-    newest: str = "",
+    finer: Callable[[list[Scored]], dict[str, list[Item]]] | None = None,
 ) -> Choice:
-    """Run the decision for one reply. `rerank` scores the shortlist (None: use the meaning order)."""
+    """Run the decision for one reply. `rerank` scores the shortlist (None: use the meaning order);
+    `finer` returns the tier-0 summaries inside the given roll-ups (adding their cosine to
+    `similarity`): the roll-ups among the pool's `candidates * OPEN_FACTOR` closest by cosine are
+    opened into them (see `expand`), whether or not they passed the floor themselves."""
     choice = Choice(rejected=list(pool.rejected))
     if mode == OFF:
         choice.rejected += [Rejected(item, MODE) for item in pool.members]
@@ -374,9 +440,28 @@ def choose(
         keyword_match=keyword_match,
         hits=hits,
         ignore=ignore,
-        newest=newest,
     )
     choice.rejected += out
+    closest = sorted(pool.members, key=lambda item: -similarity.get(item.key, 0.0))[
+        : candidates * OPEN_FACTOR
+    ]
+    front: list[Scored] = []
+    opened_messages = 0
+    for item in closest:
+        if item.tier > 0 and opened_messages < OPEN_MESSAGES:
+            front.append(Scored(item, similarity.get(item.key, 0.0)))
+            opened_messages += item.seq_to - item.seq_from + 1
+    if finer is not None and front:
+        # Opened whether or not they passed the floor: a roll-up's wording is diluted by its length.
+        opened, out = expand(
+            front, finer(front), similarity, query, floor=floor, keyword_match=keyword_match, ignore=ignore
+        )
+        gone = {s.item.key for s in front}
+        have = {s.item.key for s in opened}
+        choice.rejected = [r for r in choice.rejected if r.item.key not in gone]
+        qualified = opened + [s for s in qualified if s.item.key not in gone and s.item.key not in have]
+        qualified.sort(key=_best_first)
+        choice.rejected += out
     if mode == MIXC:
         choice.shortlist, out = shortlist(qualified, candidates)
         choice.rejected += out

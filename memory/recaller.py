@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.db.models import Count, Q
 
 from memory import blocks, index, recall
 from memory.models import SHARED, RecallLog, Summary, SummaryKeyword, VectorIndex, seat_scope
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 VECTOR_CACHE = 50_000  # vectors kept in memory (about 75 MB of float32 at 384 dimensions)
 SAMPLE = 12  # rejected summaries shown in the log, every reason represented
-COMMON_SHARE = 0.2  # a keyword word in more than this share of a room's summaries tells nothing apart
+COMMON_SHARE = 0.05  # a keyword word in more than this share of a room's summaries tells nothing apart
 SEARCH_FAILED = "Your library couldn't be searched ({reason}). This reply goes out without recalled memory."
 RERANK_FAILED = "The Rerank model failed ({reason}); memories were picked in meaning order instead."
 
@@ -43,6 +44,7 @@ class Outcome:
     count: int = 0
     mode: str = recall.OFF
     query: str = ""
+    messages: list[str] = field(default_factory=list)  # the recent messages the query was made of
     pool: int = 0
     live_start: int = 0
     budget: int = 0
@@ -59,6 +61,7 @@ class Outcome:
             "state": self.state,
             "mode": self.mode,
             "query": self.query,
+            "messages": list(self.messages),
             "pool": self.pool,
             "count": self.count,
             "live_start": self.live_start,
@@ -83,7 +86,6 @@ def _kept_json(s: recall.Scored) -> dict:
         "score": round(s.score, 4),
         "rerank": None if s.rerank is None else round(s.rerank, 4),
         "keyword": s.keyword,
-        "direct": s.direct,
         "text": item.text,
     }
 
@@ -227,11 +229,16 @@ def recall_for(
         state="done",
         mode=tuning.mode,
         query=query,
+        messages=texts,
         live_start=live_start,
         budget=budget,
         seat_id=seat.pk if seat else None,
     )
     scopes, witnessed = _scopes(room, seat, live_start, t)
+    total = _total(room.pk, scopes)
+    if total == 0:  # nothing written yet (a young chat, or memory never built): nothing to read
+        outcome.ms = (time.perf_counter() - started) * 1000
+        return outcome
     indexed: dict[str, str] = {}
     pool = recall.build_pool(
         _fetcher(room.pk, indexed), scopes=scopes, live_start=live_start, t=t, witnessed=witnessed
@@ -240,10 +247,11 @@ def recall_for(
     ignore = _names(room)
     hits: dict[str, list[tuple[recall.Item, str]]] = {}
     if tuning.keyword_match and tuning.mode in (recall.MIXC, recall.SEMANTIC):
-        hits, common = _keyword_hits(room.pk, scopes, pool.members, query, live_start, ignore, indexed)
+        hits, common = _keyword_hits(room.pk, scopes, pool.members, query, live_start, ignore, indexed, total)
         ignore |= common
     similarity: dict[str, float] = {}
     embedder: _Embedder | None = None
+    query_vector = None
     if tuning.mode in (recall.MIXC, recall.SEMANTIC) and pool.members:
         try:
             embedder = _Embedder(room.host, index.reading_generation(room.host))
@@ -253,20 +261,30 @@ def recall_for(
             }
             scored = pool.members + list(finer.values())
             vectors = _vectors_for(embedder, scored, indexed)
-            query_vector = embedder([query or " "])[0]
+            query_vector = _query_vector(embedder, texts)
         except Exception as exc:  # noqa: BLE001 - any search failure: a notice, and no memory
             reason = exc.args[0] if isinstance(exc, index.EmbedderFailed) and exc.args else str(exc)
             outcome.notices.append(SEARCH_FAILED.format(reason=reason or "the embedder failed"))
-            outcome.rejected_count = _total(room.pk, scopes)
+            outcome.rejected_count = total
             outcome.ms = (time.perf_counter() - started) * 1000
             return outcome
         matrix = np.stack([vectors[item.key] for item in scored])
         scores = matrix @ query_vector
         similarity = {item.key: float(s) for item, s in zip(scored, scores, strict=True)}
 
+    def finer(best: list[recall.Scored]) -> dict[str, list[recall.Item]]:
+        inside = _tier0_inside(
+            room.pk, [s.item for s in best if s.item.tier > 0], live_start, witnessed, t, indexed
+        )
+        items = [item for group in inside.values() for item in group if item.key not in similarity]
+        if items and embedder is not None:
+            vectors = _vectors_for(embedder, items, indexed)
+            similarity.update({item.key: float(vectors[item.key] @ query_vector) for item in items})
+        return inside
+
     def rerank(shortlist: list[recall.Scored]) -> list[float] | None:
         try:
-            return _rerank(room.host, embedder, query, shortlist)
+            return _rerank(room.host, embedder, query, texts[-1] if texts else "", shortlist)
         except Exception as exc:  # noqa: BLE001 - a failed reranker falls back to the meaning order
             outcome.notices.append(RERANK_FAILED.format(reason=_reason(exc)))
             return None
@@ -285,7 +303,7 @@ def recall_for(
         rerank=rerank,
         hits=hits,
         ignore=ignore,
-        newest=texts[-1] if texts else "",
+        finer=finer if embedder is not None else None,
     )
     outcome.kept = choice.kept
     outcome.count = len(choice.kept)
@@ -294,16 +312,59 @@ def recall_for(
         choice.rejected + _covered_sample(room.pk, choice.kept) + _live_sample(room.pk, scopes, live_start)
     )
     outcome.rejected = recall.sample(rejected, SAMPLE)
-    outcome.rejected_count = max(_total(room.pk, scopes) - outcome.count, len(rejected))
+    outcome.rejected_count = max(total - outcome.count, len(rejected))
     outcome.ms = (time.perf_counter() - started) * 1000
     return outcome
+
+
+def _query_vector(embedder: _Embedder, texts: list[str]) -> np.ndarray:
+    """The query's vector: the recent messages embedded one by one, the message just sent counting
+    twice, so a long earlier message does not drown the question."""
+    if not texts:
+        return embedder([" "])[0]
+    vectors = embedder(texts)
+    combined = sum(vectors[:-1], np.zeros_like(vectors[-1])) + 2 * vectors[-1]
+    return _unit(combined)
+
+
+def _tier0_inside(
+    room_id: int,
+    rollups: list[recall.Item],
+    live_start: int,
+    witnessed: set[int] | None,
+    t: blocks.Tuning,
+    indexed: dict[str, str],
+) -> dict[str, list[recall.Item]]:
+    """The tier-0 summaries inside each roll-up (same scope, scrolled out, witnessed)."""
+    inside: dict[str, list[recall.Item]] = {rollup.key: [] for rollup in rollups}
+    if not rollups:
+        return inside
+    ranges = Q()
+    for rollup in rollups:
+        ranges |= Q(scope=rollup.scope, seq_from__gte=rollup.seq_from, seq_from__lte=rollup.seq_to)
+    rows = Summary.objects.filter(ranges, room_id=room_id, tier=0, seq_to__lt=live_start).values_list(
+        "scope", "tier", "block", "seq_from", "seq_to", "text", "keywords", "indexed_hash"
+    )
+    for scope, tier, block, seq_from, seq_to, text, keywords, indexed_hash in rows:
+        key = f"m:{room_id}:{scope}:{tier}:{block}"
+        item = recall.Item(key, scope, tier, block, seq_from, seq_to, text, tuple(keywords or ()))
+        if not recall.witnessed_item(item, witnessed, t):
+            continue
+        indexed[key] = indexed_hash
+        for rollup in rollups:
+            if rollup.scope == scope and rollup.seq_from <= seq_from <= rollup.seq_to:
+                inside[rollup.key].append(item)
+                break
+    return inside
 
 
 def _reason(exc: BaseException) -> str:
     return str(exc.args[0]) if exc.args else exc.__class__.__name__
 
 
-def _rerank(host, embedder: _Embedder | None, query: str, shortlist: list[recall.Scored]) -> list[float]:
+def _rerank(
+    host, embedder: _Embedder | None, query: str, newest: str, shortlist: list[recall.Scored]
+) -> list[float]:
     from orbchat.connections import reranker
     from orbchat.connections.models import ModelRoles
     from orbchat.connections.services import model_roles_get
@@ -311,8 +372,11 @@ def _rerank(host, embedder: _Embedder | None, query: str, shortlist: list[recall
     documents = [s.item.text for s in shortlist]
     roles = model_roles_get(user=host)
     if roles.rerank_kind == ModelRoles.Rerank.BUILTIN and embedder is not None and embedder.builtin:
-        # Same model as the search: reuse the vectors already in hand.
-        return reranker.blend([s.score for s in shortlist], reranker.lexical_scores(query, documents))
+        # Same model as the search: reuse the cosines in hand (the query's vector already leans on the
+        # message just sent); the exact words are those of the message just sent.
+        return reranker.blend(
+            [s.score for s in shortlist], reranker.lexical_scores(newest or query, documents)
+        )
     return reranker.scores_for(roles, query, documents)
 
 
@@ -343,6 +407,7 @@ def _keyword_hits(
     live_start: int,
     ignore: frozenset[str],
     indexed: dict[str, str],
+    total: int,
 ) -> tuple[dict[str, list[tuple[recall.Item, str]]], frozenset[str]]:
     """Find summaries of any tier whose keywords appear in the query (one indexed lookup) and
     match them to the pool (see `recall.keyword_hits`).
@@ -353,29 +418,26 @@ def _keyword_hits(
     words = {w for w in re.findall(r"\w+", query.casefold()) if len(w) >= 2} - ignore
     if not words or not pool:
         return {}, frozenset()
-    rows = list(
-        SummaryKeyword.objects.filter(room_id=room_id, word__in=words, summary__scope__in=scopes).values_list(
-            "word",
-            "keyword",
-            "summary_id",
-            "summary__scope",
-            "summary__tier",
-            "summary__block",
-            "summary__seq_from",
-            "summary__seq_to",
-        )
+    counts = dict(
+        SummaryKeyword.objects.filter(room_id=room_id, word__in=words)
+        .values_list("word")
+        .annotate(n=Count("pk"))
+        .values_list("word", "n")
     )
-    holders: dict[str, set[int]] = {}
-    for word, _, summary_id, *_ in rows:
-        holders.setdefault(word, set()).add(summary_id)
-    limit = max(3, COMMON_SHARE * _total(room_id, scopes))
-    common = frozenset(word for word, ids in holders.items() if len(ids) > limit)
+    limit = max(3, COMMON_SHARE * total)
+    common = frozenset(word for word, n in counts.items() if n > limit)
+    rare = [word for word in counts if word not in common]
+    rows = list(
+        SummaryKeyword.objects.filter(
+            room_id=room_id, word__in=rare, summary__scope__in=scopes, summary__seq_to__lt=live_start
+        ).values_list("word", "keyword", "summary_id", "summary__seq_to")
+    )
     skip = ignore | common
+    said = recall.Words(query)
     matched: dict[int, str] = {}
-    for word, keyword, summary_id, *_, seq_to in rows:
-        if word not in common and seq_to < live_start and summary_id not in matched:
-            if recall.keyword_in([keyword], query, skip):
-                matched[summary_id] = keyword
+    for _, keyword, summary_id, _ in rows:
+        if summary_id not in matched and recall.keyword_in([keyword], said, skip):
+            matched[summary_id] = keyword
     if not matched:
         return {}, common
     found = []

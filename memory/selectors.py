@@ -61,7 +61,7 @@ def recall_fresh_check(room) -> dict:
     outcome = recaller.recall_for(
         room=room,
         seat=seat,
-        query_texts=[detail.get("query", "")],
+        query_texts=detail.get("messages") or [detail.get("query", "")],
         live_start=int(detail.get("live_start", 0)),
         budget=int(detail.get("budget", 0)),
         count=count,

@@ -80,3 +80,13 @@ def add_story(
 def story_room(room: Room, total: int, **kwargs) -> Room:
     """Make the room hold exactly `total` messages (its greeting is message 0)."""
     return add_story(room, total - room.messages.count(), **kwargs)
+
+
+def rerank_from_nowhere(host, path: str = "/nonexistent/cross-encoder") -> None:
+    """Point the host's Rerank role at a CrossEncoder folder that does not exist (it will fail)."""
+    from orbchat.connections import services as connection_services
+
+    roles = connection_services.model_roles_get(user=host)
+    connection_services.model_roles_update(
+        user=host, chat=roles.chat, utility=None, embedding=None, rerank_kind="local", rerank_local_path=path
+    )

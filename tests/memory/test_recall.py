@@ -737,3 +737,108 @@ def test_covered_labels_finer_items_inside_a_higher_tier_member():
 def test_covered_with_no_members_labels_nothing():
     """With an empty pool nothing is covered."""
     assert recall.covered([], [summary("shared", 0, 1)]) == []
+
+
+# Keyword hits inside roll-ups, names said outright, narrowing
+
+
+def test_a_keyword_hit_inside_a_rollup_stands_in_for_it():
+    """A name found in a tier-0 summary inside a pool roll-up brings that finer summary as the candidate."""
+    rollup = summary("shared", 2, 0, keywords=("Inchfallow",))
+    hit = summary("shared", 0, 12, keywords=("Saint Quillon",))
+    hits = recall.keyword_hits([rollup], [(hit, "Saint Quillon"), (summary("shared", 1, 3), "Saint Quillon")])
+    assert hits == {rollup.key: [(hit, "Saint Quillon")]}  # the tier-1 hit containing it is left out
+    qualified, rejected = recall.qualify(
+        [rollup], {rollup.key: 0.1, hit.key: 0.2}, "Quillon?", floor=0.35, keyword_match=True, hits=hits
+    )
+    assert [s.item for s in qualified] == [hit] and rejected == []
+    assert qualified[0].keyword == "Saint Quillon"  # matched by its last word
+
+
+def test_hits_in_another_scope_or_outside_the_pool_are_ignored():
+    rollup = summary("shared", 1, 0)
+    assert (
+        recall.keyword_hits([rollup], [(summary("seat-2", 0, 1), "x"), (summary("shared", 0, 9), "y")]) == {}
+    )
+
+
+def test_names_of_the_room_never_match_as_keywords():
+    assert (
+        recall.keyword_in(["Maren Tallis", "Maren"], "Maren, the lamp!", frozenset({"maren", "tallis"})) == ""
+    )
+
+
+def test_the_best_rollups_are_opened_into_their_tier0_summaries():
+    """The pool finds the stretch; the tier-0 summaries inside it compete for the shortlist."""
+    rollup, recent = summary("shared", 1, 0), summary("shared", 0, 4)
+    close, far = summary("shared", 0, 2), summary("shared", 0, 1)
+    similarity = {rollup.key: 0.5, recent.key: 0.55, close.key: 0.8, far.key: 0.1}
+    calls = []
+
+    def finer(front):
+        calls.append([s.item.key for s in front])
+        return {rollup.key: [far, close]}
+
+    choice = recall.choose(
+        recall.Pool([rollup, recent], []),
+        mode=recall.SEMANTIC,
+        similarity=similarity,
+        query="q",
+        floor=0.35,
+        keyword_match=False,
+        candidates=8,
+        keep=2,
+        budget=10_000,
+        count=len,
+        finer=finer,
+    )
+    assert calls == [[rollup.key]]  # the roll-ups among the closest, not the tier-0 summaries
+    assert [s.item for s in choice.kept] == [close, recent]  # oldest first
+    reasons = {r.item.key: r.reason for r in choice.rejected}
+    assert reasons == {rollup.key: recall.NARROWED, far.key: recall.FLOOR}
+
+
+def test_a_rollup_with_nothing_inside_stays_itself():
+    rollup = summary("shared", 1, 0)
+    candidates, rejected = recall.expand(
+        [recall.Scored(rollup, 0.5)], {}, {}, "q", floor=0.35, keyword_match=True
+    )
+    assert [s.item for s in candidates] == [rollup] and rejected == []
+
+
+def test_an_opened_tier0_summary_qualifies_by_keyword_below_the_floor():
+    rollup, named = summary("shared", 1, 0), summary("shared", 0, 3, keywords=("astrolabe",))
+    candidates, _ = recall.expand(
+        [recall.Scored(rollup, 0.5)],
+        {rollup.key: [named]},
+        {named.key: 0.1},
+        "the astrolabe?",
+        floor=0.35,
+        keyword_match=True,
+    )
+    assert [(s.item, s.keyword) for s in candidates] == [(named, "astrolabe")]
+
+
+def test_words_match_phrases_by_whole_words_only():
+    said = recall.Words("Where is the Brass-Key, and the key's owner?")
+    assert said.has("brass key") and said.has("Key") and not said.has("brass keys") and not said.has("ass")
+
+
+def test_a_rollup_below_the_floor_is_still_opened_when_it_is_among_the_closest():
+    """A long roll-up's cosine is diluted: the tier-0 summary inside it that matches is still found."""
+    rollup, inside = summary("shared", 2, 0), summary("shared", 0, 5)
+    choice = recall.choose(
+        recall.Pool([rollup], []),
+        mode=recall.SEMANTIC,
+        similarity={rollup.key: 0.2, inside.key: 0.7},
+        query="q",
+        floor=0.35,
+        keyword_match=False,
+        candidates=8,
+        keep=3,
+        budget=10_000,
+        count=len,
+        finer=lambda front: {rollup.key: [inside]},
+    )
+    assert [s.item for s in choice.kept] == [inside]
+    assert [r.reason for r in choice.rejected] == [recall.NARROWED]

@@ -19,7 +19,7 @@ from rooms import members
 from rooms.models import Invite
 from tests.factories import make_user
 from tests.fakes.llm import Reply
-from tests.memory.conftest import story_room
+from tests.memory.conftest import rerank_from_nowhere, story_room
 from tests.memory.test_recaller import PLANT_AT, PLANTED, varied
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -132,6 +132,12 @@ async def test_memory_off_says_off_and_recalls_nothing(room, host, fake_llm):
     await tab.disconnect()
 
 
+def preview_page(user, room) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.get(reverse("rooms:preview", args=[room.pk])).content.decode()
+
+
 @sync_to_async
 def detail_status(user, room) -> tuple[int, dict | None]:
     client = Client()
@@ -155,6 +161,47 @@ async def test_the_detail_over_http_is_for_the_host_only_and_is_a_fresh_check(ro
     status, body = await detail_status(host, room)
     assert status == 200 and body["fresh"] is True and body["turn_count"] == len(body["kept"])
     assert any(k["seq_from"] <= PLANT_AT <= k["seq_to"] for k in body["kept"])
+    preview = await sync_to_async(preview_page)(host, room)
+    assert "Recalled memories" in preview and "silver astrolabe" in preview  # the texts, for the host
     assert (await detail_status(member, room))[0] == 403
     assert (await detail_status(outsider, room))[0] == 404
     assert (await detail_status(None, room))[0] == 302
+
+
+@sync_to_async
+def embed_with_the_fake(host, fake_llm):
+    roles = connection_services.model_roles_get(user=host)
+    embedding = connection_services.connection_create(
+        owner=host, name="Emb", provider="local", model="fake-embed", api_base=fake_llm.base_url
+    )
+    connection_services.model_roles_update(
+        user=host, chat=roles.chat, utility=None, embedding=embedding, rerank_kind="builtin"
+    )
+
+
+@pytest.mark.parametrize("broken", ["reranker", "embedder"])
+async def test_a_broken_reranker_or_embedder_tells_the_host_and_the_reply_still_arrives(
+    room, host, fake_llm, broken
+):
+    if broken == "embedder":
+        await embed_with_the_fake(host, fake_llm)  # memory is built with it, then it fails
+    await long_shared_room(room, host, fake_llm)
+    if broken == "reranker":
+        await sync_to_async(rerank_from_nowhere)(host)
+        expected, count = "The Rerank model failed", 3
+    else:
+        fake_llm.embeddings_status = 500
+        expected, count = "Your library couldn't be searched", 0
+    fake_llm.script(Reply("Still here.", token_delay=0.0))
+    tab = await open_socket(host, f"/ws/rooms/{room.pk}/")
+    site = await open_socket(host, "/ws/")
+    assert (await site.receive_json_from())["type"] == "hello"
+    await tab.send_json_to({"type": "send", "text": "Where did Maren bury the silver astrolabe?"})
+    frames = await frames_until(tab, reply_done)
+    assert "Still here." in frames[-1]["html"]
+    assert next(f for f in frames if f["type"] == "recall" and f["state"] == "done")["count"] == count
+    pushed = [await site.receive_json_from(timeout=10) for _ in range(2)]
+    notices = [f["text"] for f in pushed if f["type"] == "notice"]
+    assert notices and notices[0].startswith(expected)
+    for socket in (tab, site):
+        await socket.disconnect()

@@ -16,7 +16,7 @@ from orbchat.library import services as library_services
 from rooms import services as room_services
 from rooms.prompting import plan_turn, recall_dry_run
 from tests.library.cards import v2_card
-from tests.memory.conftest import story_room
+from tests.memory.conftest import rerank_from_nowhere, story_room
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -181,15 +181,7 @@ def test_mode_off_and_the_hosts_switch_off_run_no_recall(long_room):
 
 
 def test_a_failing_reranker_falls_back_to_meaning_order_with_a_notice(long_room, host):
-    roles = connection_services.model_roles_get(user=host)
-    connection_services.model_roles_update(
-        user=host,
-        chat=roles.chat,
-        utility=None,
-        embedding=None,
-        rerank_kind="local",
-        rerank_local_path="/nonexistent/cross-encoder",
-    )
+    rerank_from_nowhere(host)
     tune(keyword_match=False)
     plan = ask(long_room, "Where did Maren bury the silver astrolabe, by the ruined chapel?")
     assert any("Rerank model failed" in n and "/nonexistent/cross-encoder" in n for n in plan.recall.notices)
