@@ -7,6 +7,12 @@ The pool covers every scrolled-out message once, top-down: a tier-``t`` summary 
 stretch when its whole range lies before the live prompt and at least one of its own spans away
 from it (so the recent stretch is told by finer summaries); otherwise, or when it is missing or
 not witnessed, its children are tried instead.
+
+A reply's recall: qualify the pool (cosine at or above the floor, or a keyword said in the recent
+messages — looked up over every tier, a hit inside a roll-up bringing the finer summary); open the
+roll-ups closest to the query into the tier-0 summaries inside them (a roll-up finds the stretch,
+its tier-0 summaries still hold the facts); the best `candidates` go to the reranker, the best
+`keep` are kept within the memory budget and laid out oldest first.
 """
 
 from __future__ import annotations

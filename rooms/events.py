@@ -143,9 +143,13 @@ def user_notice(user_id: int, text: str) -> None:
 def memory_recall(room_id: int, *, state: str, count: int = 0) -> None:
     """Tell the room what memory is doing: "recalling", then "done" with the count, or "off".
 
-    Only the count: which memories and how they scored is host-only (`recall_detail`).
+    Only the count: which memories and how they scored is host-only (`recall_detail`). Sent at
+    once, not through the outbox, from the turn's database thread: it must reach the room before
+    the reply's first token, which does not go through the outbox either.
     """
-    send(room_id, lambda: {"type": "memory.recall", "state": state, "count": count})
+    async_to_sync(get_channel_layer().group_send)(
+        room_group(room_id), {"type": "memory.recall", "state": state, "count": count}
+    )
 
 
 def recall_detail(host_id: int, room_id: int, detail: dict) -> None:
