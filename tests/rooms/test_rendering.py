@@ -292,7 +292,7 @@ def test_blank_text_renders_nothing(text):
     assert render_message(text) == ""
 
 
-def test_large_message_renders_quickly():
+def test_a_message_at_the_size_limit_renders_without_runaway_backtracking():
     paragraph = (
         "Maren sets the lantern down and looks out at the fog. *She pulls her coat tighter, listening to "
         'the distant bell.* "The boats should be back by now," she says, glancing at you. "Stay close '
@@ -303,8 +303,9 @@ def test_large_message_renders_quickly():
     html = render_message(text)
     elapsed = time.perf_counter() - started
     assert html.count('<span class="speech">') > 900
-    # Typically ~20-40 ms; the slack absorbs busy CI machines.
-    assert elapsed < 0.5
+    # Typically 20-40 ms. Not a speed target: a pattern that backtracks without bound takes
+    # minutes here, so only an order-of-magnitude bound is checked (a loaded CI machine hit 0.58 s).
+    assert elapsed < 5
 
 
 @pytest.mark.parametrize("unit", ["*a ", '"', "[", "<", "`a ", "a\n"])
