@@ -75,32 +75,21 @@ class Outcome:
         }
 
 
+def _place(item: recall.Item) -> dict:
+    return {k: getattr(item, k) for k in ("scope", "tier", "block", "seq_from", "seq_to")}
+
+
 def _kept_json(s: recall.Scored) -> dict:
-    item = s.item
-    return {
-        "scope": item.scope,
-        "tier": item.tier,
-        "block": item.block,
-        "seq_from": item.seq_from,
-        "seq_to": item.seq_to,
+    return _place(s.item) | {
         "score": round(s.score, 4),
         "rerank": None if s.rerank is None else round(s.rerank, 4),
         "keyword": s.keyword,
-        "text": item.text,
+        "text": s.item.text,
     }
 
 
 def _rejected_json(r: recall.Rejected) -> dict:
-    item = r.item
-    return {
-        "scope": item.scope,
-        "tier": item.tier,
-        "block": item.block,
-        "seq_from": item.seq_from,
-        "seq_to": item.seq_to,
-        "reason": r.reason,
-        "score": None if r.score is None else round(r.score, 4),
-    }
+    return _place(r.item) | {"reason": r.reason, "score": None if r.score is None else round(r.score, 4)}
 
 
 # Vectors of summaries, per (index generation or model key, summary key, text hash).

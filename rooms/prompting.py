@@ -326,20 +326,12 @@ def _with_memory(
     history = prompt_input.history
     query_texts = [h.text for h in history if not h.hidden]
     reserve = int(prompt_input.context_size * tuning.budget_share)
-    if prompt.history_dropped == 0:
-        live_start = prompt.history_kept[0] if prompt.history_kept else room.next_seq
-        outcome = recaller.recall_for(
-            room=room,
-            seat=seat,
-            query_texts=query_texts,
-            live_start=live_start,
-            budget=reserve,
-            count=prompt_input.count_tokens,
-            tuning=tuning,
-        )
-        return prompt, outcome
-    probe = assemble.assemble(replace(prompt_input, max_tokens=prompt_input.max_tokens + reserve))
-    live_start = probe.history_kept[0] if probe.history_kept else room.next_seq
+    # When everything fits, the prompt as it is gives the live window (recall will find nothing
+    # before it); otherwise the window is the one left beside the reserved memory budget.
+    fitted = prompt
+    if prompt.history_dropped:
+        fitted = assemble.assemble(replace(prompt_input, max_tokens=prompt_input.max_tokens + reserve))
+    live_start = fitted.history_kept[0] if fitted.history_kept else room.next_seq
     outcome = recaller.recall_for(
         room=room,
         seat=seat,
