@@ -22,6 +22,7 @@ __all__ = [
     "Draft",
     "Line",
     "clip",
+    "read",
     "render",
     "shorten",
     "when_label",
@@ -69,6 +70,33 @@ def render(draft: Draft) -> str:
     if keywords:
         parts.append("Keywords: " + ", ".join(keywords))
     return "\n".join(parts)
+
+
+_KEYWORDS_LINE = re.compile(r"^\s*keywords\s*:\s*(.*)$", re.IGNORECASE)
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def read(text: str) -> Draft:
+    """Read a person's memory text back into its parts, keeping every word (no limits applied).
+
+    The first line is the heading; a "Keywords: a, b" line gives the keywords; every other
+    non-empty line is a fact, bullet marks dropped. `render(read(render(d))) == render(d)`.
+    """
+    heading = ""
+    facts: list[str] = []
+    keywords: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        found = _KEYWORDS_LINE.match(line)
+        if found:
+            keywords += [k.strip() for k in found.group(1).split(",") if k.strip()]
+        elif not heading and not facts:
+            heading = line
+        else:
+            facts.append(_BULLET.sub("", line))
+    return Draft(heading=heading, facts=facts, keywords=keywords)
 
 
 def _day(moment: datetime.date) -> datetime.date:

@@ -183,6 +183,19 @@ def memory_vectors(generation: VectorIndex, ids: list[str]) -> dict[str, list[fl
     return dict(zip(got["ids"], got["embeddings"], strict=True))
 
 
+def query_memories(
+    generation: VectorIndex, vector: list[float], *, room_id: int, n: int
+) -> list[tuple[str, float]]:
+    """Return (id, cosine similarity) of the room's summaries nearest to `vector`, best first.
+
+    The room filter applies inside the query, before ranking."""
+    store = _collection(generation, "memories")
+    got = store.query(
+        query_embeddings=[vector], n_results=max(1, n), where={"room": room_id}, include=["distances"]
+    )
+    return [(id_, 1.0 - float(d)) for id_, d in zip(got["ids"][0], got["distances"][0], strict=True)]
+
+
 def delete_memories(generations: list[VectorIndex], ids: list[str]) -> None:
     if ids:
         for generation in generations:

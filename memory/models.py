@@ -6,6 +6,8 @@ from django.conf import settings as conf
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from memory.recall import ADDED_TIER
+
 SHARED = "shared"
 
 
@@ -77,8 +79,17 @@ class MemoryTuning(models.Model):
         return "Memory tuning"
 
 
+MAX_MEMORY_TEXT = 2000  # characters a person may write into one memory (added or edited)
+
+
 class Summary(models.Model):
-    """One summary: a block of messages (tier 0) or a roll-up of summaries (tier 1+)."""
+    """One memory: a block of messages (tier 0), a roll-up of summaries (tier 1+), or one a person
+    added (tier ADDED: outside the block grid, so no tier arithmetic ever reaches it).
+
+    Pinned and person-written memories are sent with every reply, whole, ahead of recalled ones.
+    """
+
+    ADDED = ADDED_TIER
 
     class Source(models.TextChoices):
         UTILITY = "utility", "Utility model"
@@ -90,8 +101,9 @@ class Summary(models.Model):
     scope = models.CharField(max_length=24, default=SHARED)
     tier = models.PositiveSmallIntegerField()
     block = models.PositiveIntegerField()
-    seq_from = models.PositiveIntegerField(help_text="First message covered.")
-    seq_to = models.PositiveIntegerField(help_text="Last message covered.")
+    # Always set for tier summaries; an added memory may be tied to no messages (both None).
+    seq_from = models.PositiveIntegerField(null=True, blank=True, help_text="First message covered.")
+    seq_to = models.PositiveIntegerField(null=True, blank=True, help_text="Last message covered.")
     heading = models.CharField(max_length=300, blank=True)
     facts = models.JSONField(default=list, blank=True)
     keywords = models.JSONField(default=list, blank=True)
@@ -101,6 +113,8 @@ class Summary(models.Model):
     # A hash of what the summary was written from: the next run skips it while that is unchanged.
     input_hash = models.CharField(max_length=64, blank=True)
     stale = models.BooleanField(default=False)
+    pinned = models.BooleanField(default=False)
+    last_recalled_at = models.DateTimeField(null=True, blank=True)
     # The hash of `text` as last embedded into the vector index ("" = not indexed yet).
     indexed_hash = models.CharField(max_length=64, blank=True)
     first_at = models.DateTimeField(null=True, blank=True)
@@ -120,8 +134,24 @@ class Summary(models.Model):
         return self.label
 
     @property
+    def added(self) -> bool:
+        return self.tier == self.ADDED
+
+    @property
+    def yours(self) -> bool:
+        return self.source == self.Source.PERSON
+
+    @property
+    def span_label(self) -> str:
+        if self.seq_from is None:
+            return "the whole story"
+        return f"messages {self.seq_from}–{self.seq_to}"
+
+    @property
     def label(self) -> str:
-        return f"Tier {self.tier} · block {self.block} · messages {self.seq_from}–{self.seq_to}"
+        if self.added:
+            return f"Added · {self.span_label}"
+        return f"Tier {self.tier} · block {self.block} · {self.span_label}"
 
 
 class SummaryKeyword(models.Model):
@@ -174,6 +204,9 @@ class RoomMemory(models.Model):
     backfill = models.CharField(max_length=10, choices=Backfill.choices, default=Backfill.IDLE)
     backfill_done = models.PositiveIntegerField(default=0)
     backfill_total = models.PositiveIntegerField(default=0)
+    # [scope, tier, block] of summaries a person forgot: never written again automatically
+    # (the stretch stays uncovered until "Rebuild").
+    forgotten = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from memory import blocks
 
+ADDED_TIER = 255  # a person's added memory sits outside the tier grid (`Summary.ADDED`)
 MIXC = "mixC"
 SEMANTIC = "semantic"
 CHRONOLOGICAL = "chronological"
@@ -46,6 +47,12 @@ OPEN_FACTOR = 2
 # 512), so that a very long chat's turn reads a bounded number of rows.
 OPEN_MESSAGES = 2048
 BUDGET = "over the memory budget"
+SENT_ANYWAY = "sent anyway: pinned or yours"
+
+# Why a kept memory is in the prompt.
+PINNED = "pinned"
+YOURS = "yours"
+RECALLED = "recalled"
 
 
 @dataclass(frozen=True)
@@ -56,14 +63,17 @@ class Item:
     scope: str
     tier: int
     block: int
-    seq_from: int
+    seq_from: int  # None only for a person's memory tied to no messages (never in a pool)
     seq_to: int
     text: str
     keywords: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        return f"Tier {self.tier} · block {self.block} · messages {self.seq_from}–{self.seq_to}"
+        where = "the whole story" if self.seq_from is None else f"messages {self.seq_from}–{self.seq_to}"
+        if self.tier == ADDED_TIER:
+            return f"Added · {where}"
+        return f"Tier {self.tier} · block {self.block} · {where}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,7 @@ class Scored:
     score: float  # cosine similarity to the query (0 when unknown)
     keyword: str = ""  # the keyword that qualified it, if any
     rerank: float | None = None
+    why: str = RECALLED  # PINNED, YOURS or RECALLED
 
 
 @dataclass
@@ -407,6 +418,45 @@ def chronological(
         kept.append(Scored(item, 0.0))
     kept.sort(key=lambda s: (s.item.seq_from, -s.item.tier))
     return kept, rejected
+
+
+def always_first(
+    always: list[tuple[Item, str]], *, live_start: int, budget: int, count: Callable[[str], int]
+) -> tuple[list[Scored], list[Rejected], int]:
+    """Fit the memories sent with every reply: `always` pairs each with PINNED or YOURS, in the
+    caller's order of preference (newest change first). Pinned go before person-written; each is
+    sent whole or not at all. One whose whole stretch is still in the live history is left out.
+
+    Return the kept (laid out: unanchored first, then oldest first), the rejected, and the tokens used.
+    """
+    kept: list[Scored] = []
+    rejected: list[Rejected] = []
+    used = 0
+    for item, why in sorted(always, key=lambda pair: pair[1] != PINNED):
+        if item.seq_from is not None and item.seq_from >= live_start:
+            rejected.append(Rejected(item, LIVE))
+            continue
+        tokens = count(item.text)
+        if used + tokens > budget:
+            rejected.append(Rejected(item, BUDGET))
+            continue
+        used += tokens
+        kept.append(Scored(item, 0.0, why=why))
+    kept.sort(key=lambda s: (s.item.seq_from is not None, s.item.seq_from or 0, -s.item.tier))
+    return kept, rejected, used
+
+
+def without(pool: Pool, keys: set[str]) -> Pool:
+    """The pool less the memories already sent anyway (they are not recalled a second time)."""
+    if not keys:
+        return pool
+    return Pool(
+        members=[item for item in pool.members if item.key not in keys],
+        rejected=[
+            *pool.rejected,
+            *(Rejected(item, SENT_ANYWAY) for item in pool.members if item.key in keys),
+        ],
+    )
 
 
 def choose(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from memory import blocks, index, recall
 from memory.models import SHARED, RecallLog, Summary, SummaryKeyword, VectorIndex, seat_scope
@@ -49,8 +50,9 @@ class Outcome:
     live_start: int = 0
     budget: int = 0
     seat_id: int | None = None
-    kept: list[recall.Scored] = field(default_factory=list)
+    kept: list[recall.Scored] = field(default_factory=list)  # pinned and yours first, then recalled
     rejected: list[recall.Rejected] = field(default_factory=list)
+    cut: list[recall.Rejected] = field(default_factory=list)  # left out for the memory budget
     rejected_count: int = 0
     notices: list[str] = field(default_factory=list)
     ms: float = 0.0
@@ -70,6 +72,7 @@ class Outcome:
             "kept": [_kept_json(s) for s in self.kept],
             "rejected": [_rejected_json(r) for r in self.rejected],
             "rejected_count": self.rejected_count,
+            "cut": [_rejected_json(r) for r in self.cut],
             "notices": list(self.notices),
             "ms": round(self.ms, 1),
         }
@@ -84,12 +87,18 @@ def _kept_json(s: recall.Scored) -> dict:
         "score": round(s.score, 4),
         "rerank": None if s.rerank is None else round(s.rerank, 4),
         "keyword": s.keyword,
+        "why": s.why,
+        "label": s.item.label,
         "text": s.item.text,
     }
 
 
 def _rejected_json(r: recall.Rejected) -> dict:
-    return _place(r.item) | {"reason": r.reason, "score": None if r.score is None else round(r.score, 4)}
+    return _place(r.item) | {
+        "reason": r.reason,
+        "score": None if r.score is None else round(r.score, 4),
+        "label": r.item.label,
+    }
 
 
 # Vectors of summaries, per (index generation or model key, summary key, text hash).
@@ -228,15 +237,26 @@ def recall_for(
     if total == 0:  # nothing written yet (a young chat, or memory never built): nothing to read
         outcome.ms = (time.perf_counter() - started) * 1000
         return outcome
+    always, always_out, used = recall.always_first(
+        _always(room.pk, scopes, witnessed, t), live_start=live_start, budget=budget, count=count
+    )
+    sent = {s.item.key for s in always} | {r.item.key for r in always_out}
+    outcome.kept = list(always)
+    outcome.cut = [r for r in always_out if r.reason == recall.BUDGET]
+    _finish(outcome, always_out, started)
     indexed: dict[str, str] = {}
-    pool = recall.build_pool(
-        _fetcher(room.pk, indexed), scopes=scopes, live_start=live_start, t=t, witnessed=witnessed
+    pool = recall.without(
+        recall.build_pool(
+            _fetcher(room.pk, indexed), scopes=scopes, live_start=live_start, t=t, witnessed=witnessed
+        ),
+        sent,
     )
     outcome.pool = len(pool.members)
     ignore = _names(room)
     hits: dict[str, list[tuple[recall.Item, str]]] = {}
     if tuning.keyword_match and tuning.mode in (recall.MIXC, recall.SEMANTIC):
         hits, common = _keyword_hits(room.pk, scopes, pool.members, query, live_start, ignore, indexed, total)
+        hits = {key: [pair for pair in pairs if pair[0].key not in sent] for key, pairs in hits.items()}
         ignore |= common
     similarity: dict[str, float] = {}
     embedder: _Embedder | None = None
@@ -254,8 +274,7 @@ def recall_for(
         except Exception as exc:  # noqa: BLE001 - any search failure: a notice, and no memory
             reason = exc.args[0] if isinstance(exc, index.EmbedderFailed) and exc.args else str(exc)
             outcome.notices.append(SEARCH_FAILED.format(reason=reason or "the embedder failed"))
-            outcome.rejected_count = total
-            outcome.ms = (time.perf_counter() - started) * 1000
+            outcome.rejected_count = total - outcome.count
             return outcome
         matrix = np.stack([vectors[item.key] for item in scored])
         scores = matrix @ query_vector
@@ -265,6 +284,7 @@ def recall_for(
         inside = _tier0_inside(
             room.pk, [s.item for s in best if s.item.tier > 0], live_start, witnessed, t, indexed
         )
+        inside = {key: [item for item in group if item.key not in sent] for key, group in inside.items()}
         items = [item for group in inside.values() for item in group if item.key not in similarity]
         if items and embedder is not None:
             vectors = _vectors_for(embedder, items, indexed)
@@ -287,23 +307,62 @@ def recall_for(
         keyword_match=tuning.keyword_match,
         candidates=tuning.candidates,
         keep=tuning.keep,
-        budget=budget,
+        budget=budget - used,
         count=count,
         rerank=rerank,
         hits=hits,
         ignore=ignore,
         finer=finer if embedder is not None else None,
     )
-    outcome.kept = choice.kept
-    outcome.count = len(choice.kept)
-    outcome.text = recall.memory_text(choice.kept)
+    outcome.kept = always + choice.kept
+    outcome.cut += [r for r in choice.rejected if r.reason == recall.BUDGET]
     rejected = (
-        choice.rejected + _covered_sample(room.pk, choice.kept) + _live_sample(room.pk, scopes, live_start)
+        always_out
+        + choice.rejected
+        + _covered_sample(room.pk, choice.kept)
+        + _live_sample(room.pk, scopes, live_start)
     )
-    outcome.rejected = recall.sample(rejected, SAMPLE)
+    _finish(outcome, rejected, started)
     outcome.rejected_count = max(total - outcome.count, len(rejected))
-    outcome.ms = (time.perf_counter() - started) * 1000
     return outcome
+
+
+def _finish(outcome: Outcome, rejected: list[recall.Rejected], started: float) -> None:
+    """Lay out the kept memories' text and count, sample the rejected, stamp the time."""
+    outcome.count = len(outcome.kept)
+    outcome.text = recall.memory_text(outcome.kept)
+    outcome.rejected = recall.sample(rejected, SAMPLE)
+    outcome.rejected_count = len(rejected)
+    outcome.ms = (time.perf_counter() - started) * 1000
+
+
+def _always(
+    room_id: int, scopes: list[str], witnessed: set[int] | None, t: blocks.Tuning
+) -> list[tuple[recall.Item, str]]:
+    """The speaker's pinned and person-written memories, newest change first."""
+    rows = (
+        Summary.objects.filter(
+            Q(pinned=True) | Q(source=Summary.Source.PERSON), room_id=room_id, scope__in=scopes
+        )
+        .order_by("-updated_at", "-pk")
+        .values_list("scope", "tier", "block", "seq_from", "seq_to", "text", "keywords", "pinned")
+    )
+    found = []
+    for scope, tier, block, seq_from, seq_to, text, keywords, pinned in rows:
+        item = recall.Item(
+            f"m:{room_id}:{scope}:{tier}:{block}",
+            scope,
+            tier,
+            block,
+            seq_from,
+            seq_to,
+            text,
+            tuple(keywords or ()),
+        )
+        if tier != Summary.ADDED and not recall.witnessed_item(item, witnessed, t):
+            continue
+        found.append((item, recall.PINNED if pinned else recall.YOURS))
+    return found
 
 
 def _query_vector(embedder: _Embedder, texts: list[str]) -> np.ndarray:
@@ -473,7 +532,14 @@ def _total(room_id: int, scopes: list[str]) -> int:
 
 
 def log_save(*, room_id: int, variant_id: int | None, speaker: str, outcome: Outcome) -> RecallLog:
-    """Keep what recall did for one reply (the host reads it; members only ever see the count)."""
+    """Keep what recall did for one reply (the host reads it; members only ever see the count),
+    and stamp the memories it sent as last recalled now."""
+    keys = [s.item for s in outcome.kept]
+    if keys:
+        match = Q()
+        for item in keys:
+            match |= Q(scope=item.scope, tier=item.tier, block=item.block)
+        Summary.objects.filter(match, room_id=room_id).update(last_recalled_at=timezone.now())
     return RecallLog.objects.create(
         room_id=room_id,
         variant_id=variant_id,

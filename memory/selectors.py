@@ -72,3 +72,172 @@ def recall_fresh_check(room) -> dict:
         "speaker": last.speaker,
         "at": last.created_at.isoformat(),
     }
+
+
+# The Memory panel ------------------------------------------------------------------------------
+
+PAGE_SIZE = 50
+FILTERS = {
+    "all": "All",
+    "yours": "Yours",
+    "pinned": "Pinned",
+    "stale": "Stale",
+    "added": "Added",
+}
+
+
+def memory_list(room, *, q: str = "", tier: int | None = None, show: str = "all"):
+    """A room's memories for the panel and the API, newest stretch first: added ones, then each
+    summary by tier (deepest first) and block. `q` matches words of the text or keywords."""
+    from django.db.models import Q
+
+    rows = Summary.objects.filter(room=room)
+    if tier is not None:
+        rows = rows.filter(tier=tier)
+    if show == "yours":
+        rows = rows.filter(source=Summary.Source.PERSON)
+    elif show == "pinned":
+        rows = rows.filter(pinned=True)
+    elif show == "stale":
+        rows = rows.filter(stale=True)
+    elif show == "added":
+        rows = rows.filter(tier=Summary.ADDED)
+    for word in q.split()[:8]:
+        rows = rows.filter(Q(text__icontains=word) | Q(heading__icontains=word))
+    return rows.order_by("-tier", "-block", "scope")
+
+
+def memory_get(room, summary_id: int) -> Summary | None:
+    return Summary.objects.filter(room=room, pk=summary_id).first()
+
+
+def memory_messages(room, summary: Summary, *, limit: int = 200) -> list[dict]:
+    """The messages a memory covers (what the room holds of them now), oldest first."""
+    from django.db.models import F
+
+    from rooms.models import Message
+
+    if summary.seq_from is None:
+        return []
+    rows = (
+        Message.objects.filter(
+            room=room,
+            seq__gte=summary.seq_from,
+            seq__lte=summary.seq_to,
+            variants__index=F("active_index"),
+        )
+        .order_by("seq")
+        .values_list("seq", "speaker_name", "hidden", "variants__text")[:limit]
+    )
+    return [{"seq": seq, "speaker": speaker, "hidden": hidden, "text": text} for seq, speaker, hidden, text in rows]
+
+
+class SearchUnavailable(Exception):
+    """The memory index could not be searched (the message says why)."""
+
+
+def memory_search(room, *, q: str, limit: int = 10, min_score: float = 0.0) -> list[tuple[Summary, float]]:
+    """The room's memories nearest to `q` by meaning, best first, each with its cosine similarity."""
+    from memory import index
+
+    generation = index.reading_generation(room.host)
+    if generation is None:
+        return []
+    try:
+        vector = index.embed_for(generation, [q])[0]
+        found = index.query_memories(generation, vector, room_id=room.pk, n=limit)
+    except index.EmbedderFailed as exc:
+        raise SearchUnavailable(f"The memory index could not be searched: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - the vector store is unreachable
+        raise SearchUnavailable(
+            f"The memory index could not be searched: {exc or type(exc).__name__}"
+        ) from exc
+    wanted = {}
+    for key, score in found:
+        if score < min_score:
+            continue
+        _, _, scope, tier, block = key.split(":", 4)
+        wanted[(scope, int(tier), int(block))] = score
+    if not wanted:
+        return []
+    from django.db.models import Q
+
+    match = Q()
+    for scope, tier, block in wanted:
+        match |= Q(scope=scope, tier=tier, block=block)
+    rows = {(s.scope, s.tier, s.block): s for s in Summary.objects.filter(match, room=room)}
+    return [(rows[k], score) for k, score in wanted.items() if k in rows]
+
+
+def memory_stats(rooms) -> dict:
+    """Counts over the given rooms' memories: by tier, by room, stale, person-written, pinned."""
+    rows = Summary.objects.filter(room__in=rooms)
+    by_tier = dict(rows.values_list("tier").annotate(n=Count("pk")).order_by("tier"))
+    by_room = dict(rows.values_list("room_id").annotate(n=Count("pk")).order_by("room_id"))
+    return {
+        "total": sum(by_tier.values()),
+        "by_tier": {("added" if t == Summary.ADDED else str(t)): n for t, n in by_tier.items()},
+        "by_room": {str(room): n for room, n in by_room.items()},
+        "stale": rows.filter(stale=True).count(),
+        "person_written": rows.filter(source=Summary.Source.PERSON).count(),
+        "pinned": rows.filter(pinned=True).count(),
+    }
+
+
+def memory_gaps(room) -> dict:
+    """What the shared memory does not cover: forgotten stretches (Rebuild brings them back) and
+    the messages after the last tier-0 summary (Generate next memory now)."""
+    from django.db.models import Max
+
+    from memory import blocks
+    from memory.services import block_tuning, forgotten_blocks, tuning_get
+    from rooms.models import Message
+
+    t = block_tuning(tuning_get())
+    forgotten = []
+    for scope, tier, block in sorted(forgotten_blocks(room), key=lambda m: (m[1], m[2])):
+        if scope != "shared":
+            continue
+        start, end = blocks.block_range(tier, block, t)
+        forgotten.append({"tier": tier, "block": block, "seq_from": start, "seq_to": end - 1})
+    last = Summary.objects.filter(room=room, scope="shared", tier=0).aggregate(n=Max("seq_to"))["n"]
+    newest = Message.objects.filter(room=room).aggregate(n=Max("seq"))["n"]
+    after = -1 if last is None else last
+    waiting = 0 if newest is None else Message.objects.filter(room=room, seq__gt=after).count()
+    return {"forgotten": forgotten, "unsummarised": waiting, "after": after + 1, "newest": newest}
+
+
+def tier_map(room):
+    """The tier map of the room's shared memory and added memories, with the last reply's live
+    window and recalled memories marked."""
+    from django.db.models import Max
+
+    from memory import tiermap
+    from rooms.models import Message
+
+    last = recall_last(room)
+    detail = last.detail if last is not None and last.state == "done" else {}
+    recalled = {(k["scope"], k["tier"], k["block"]) for k in detail.get("kept", ())}
+    marks = [
+        tiermap.Mark(
+            pk=s.pk,
+            tier=s.tier,
+            seq_from=s.seq_from,
+            seq_to=s.seq_to,
+            label=s.label,
+            stale=s.stale,
+            yours=s.yours,
+            pinned=s.pinned,
+            recalled=(s.scope, s.tier, s.block) in recalled,
+        )
+        for s in Summary.objects.filter(room=room, scope="shared", seq_from__isnull=False)
+        .only("pk", "scope", "tier", "block", "seq_from", "seq_to", "stale", "source", "pinned")
+        .order_by("tier", "seq_from")
+    ]
+    newest = Message.objects.filter(room=room).aggregate(n=Max("seq"))["n"]
+    return tiermap.layout(
+        marks,
+        messages=0 if newest is None else newest + 1,
+        live_start=detail.get("live_start"),
+        added_tier=Summary.ADDED,
+    )

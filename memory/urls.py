@@ -12,4 +12,13 @@ urlpatterns = [
     path("chats/<int:pk>/memory/backfill/", views.backfill_start, name="backfill"),
     path("chats/<int:pk>/memory/recall/", views.recall_detail, name="recall_detail"),
     path("chats/<int:pk>/memory/backfill/cancel/", views.backfill_cancel, name="backfill_cancel"),
+    path("chats/<int:pk>/memory/", views.panel, name="panel"),
+    path("chats/<int:pk>/memory/map/", views.tier_map, name="map"),
+    path("chats/<int:pk>/memory/add/", views.summary_add, name="add"),
+    path("chats/<int:pk>/memory/generate/", views.generate_next, name="generate"),
+    path("chats/<int:pk>/memory/rebuild/", views.rebuild, name="rebuild"),
+    path("chats/<int:pk>/memory/<int:summary_pk>/", views.summary_detail, name="summary"),
+    path("chats/<int:pk>/memory/<int:summary_pk>/edit/", views.summary_edit, name="edit"),
+    path("chats/<int:pk>/memory/<int:summary_pk>/pin/", views.summary_pin, name="pin"),
+    path("chats/<int:pk>/memory/<int:summary_pk>/forget/", views.summary_forget, name="forget"),
 ]

@@ -2,12 +2,22 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from memory import selectors, services, tasks
-from memory.forms import MemoryTuningForm, RememberForm
+from memory.forms import (
+    MemoryAddForm,
+    MemoryTextForm,
+    MemoryTuningForm,
+    PanelFilterForm,
+    RebuildForm,
+    RememberForm,
+)
+from memory.services import person
 from rooms import permissions
 
 
@@ -59,3 +69,190 @@ def recall_detail(request: HttpRequest, pk: int) -> JsonResponse:
     """The host's recall detail for the last reply: a fresh check with the room's current settings."""
     room = permissions.room_for_host(request.user, pk)
     return JsonResponse(selectors.recall_fresh_check(room))
+
+
+# The Memory panel ------------------------------------------------------------------------------
+
+
+def _back(request: HttpRequest, room) -> HttpResponse:
+    """Return to the page the action came from (same site only), else the panel."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect("memory:panel", pk=room.pk)
+
+
+def _refused(request: HttpRequest, room, exc: person.MemoryRefused) -> HttpResponse:
+    messages.error(request, str(exc))
+    return _back(request, room)
+
+
+@require_GET
+def panel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Every memory of a room, searchable and by tier; the host also edits and steers them."""
+    room, who = permissions.room_for_memory_reader(request.user, pk)
+    form = PanelFilterForm(request.GET or None)
+    q, show, tier = "", "all", None
+    if form.is_valid():
+        q = form.cleaned_data["q"] or ""
+        show = form.cleaned_data["show"] or "all"
+        tier = form.cleaned_data["tier"]
+    page = Paginator(selectors.memory_list(room, q=q, tier=tier, show=show), selectors.PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    host = who == permissions.HOST
+    context = {
+        "room": room,
+        "page": page,
+        "form": form,
+        "q": q,
+        "show": show,
+        "tier": tier,
+        "can_edit": host,
+        "status": selectors.room_memory_status(room),
+        "gaps": selectors.memory_gaps(room),
+        "add_form": MemoryAddForm() if host else None,
+        "memory_on": services.memory_on(room),
+        "nav": "home",
+    }
+    return render(request, "memory/panel.html", context)
+
+
+@require_GET
+def summary_detail(request: HttpRequest, pk: int, summary_pk: int) -> HttpResponse:
+    """One memory with the messages it covers."""
+    room, who = permissions.room_for_memory_reader(request.user, pk)
+    summary = selectors.memory_get(room, summary_pk)
+    if summary is None:
+        raise Http404("That memory no longer exists.")
+    context = {
+        "room": room,
+        "s": summary,
+        "can_edit": who == permissions.HOST,
+        "lines": selectors.memory_messages(room, summary),
+        "nav": "home",
+    }
+    return render(request, "memory/summary.html", context)
+
+
+@require_GET
+def tier_map(request: HttpRequest, pk: int) -> HttpResponse:
+    """The picture of a room's memory over its messages."""
+    room, _ = permissions.room_for_memory_reader(request.user, pk)
+    return render(request, "memory/map.html", {"room": room, "map": selectors.tier_map(room), "nav": "home"})
+
+
+@require_POST
+def summary_edit(request: HttpRequest, pk: int, summary_pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    form = MemoryTextForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors["text"]))
+        return _back(request, room)
+    try:
+        summary, notice = person.memory_edit(room=room, summary_id=summary_pk, text=form.cleaned_data["text"])
+    except person.MemoryRefused as exc:
+        return _refused(request, room, exc)
+    messages.success(request, f"{summary.label} is now yours: it is never rewritten automatically.")
+    if notice:
+        messages.warning(request, notice)
+    return _back(request, room)
+
+
+@require_POST
+def summary_pin(request: HttpRequest, pk: int, summary_pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    pinned = request.POST.get("pinned") == "1"
+    try:
+        summary = person.memory_pin(room=room, summary_id=summary_pk, pinned=pinned)
+    except person.MemoryRefused as exc:
+        return _refused(request, room, exc)
+    messages.success(
+        request,
+        f"{summary.label} is pinned: it is sent with every reply, within the memory budget."
+        if pinned
+        else f"{summary.label} is no longer pinned.",
+    )
+    return _back(request, room)
+
+
+@require_POST
+def summary_forget(request: HttpRequest, pk: int, summary_pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    try:
+        summary = person.memory_forget(room=room, summary_id=summary_pk)
+    except person.MemoryRefused as exc:
+        return _refused(request, room, exc)
+    if summary.added:
+        messages.success(request, "Memory forgotten.")
+    else:
+        messages.success(
+            request,
+            f"Forgotten: {summary.span_label} now have no tier-{summary.tier} memory. "
+            "It stays that way until you rebuild it (see “Not covered” below).",
+        )
+    return redirect("memory:panel", pk=room.pk)
+
+
+@require_POST
+def summary_add(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    form = MemoryAddForm(request.POST)
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"{form.fields[field].label or field.title()}: {' '.join(errors)}")
+        return _back(request, room)
+    data = form.cleaned_data
+    try:
+        summary, notice = person.memory_add(
+            room=room,
+            text=data["text"],
+            seq_from=data["seq_from"],
+            seq_to=data["seq_to"],
+            pinned=data["pinned"],
+        )
+    except person.MemoryRefused as exc:
+        return _refused(request, room, exc)
+    messages.success(
+        request, "Memory added. It is yours and is sent with every reply, within the memory budget."
+    )
+    if notice:
+        messages.warning(request, notice)
+    return _back(request, room)
+
+
+@require_POST
+def generate_next(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    try:
+        summary = person.memory_generate_next(room=room)
+    except person.MemoryRefused as exc:
+        return _refused(request, room, exc)
+    if summary is None:
+        messages.info(request, "Every message before the newest already has a memory.")
+    else:
+        messages.success(request, f"New memory: {summary.label}. Press again to continue.")
+    return _back(request, room)
+
+
+@require_POST
+def rebuild(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    form = RebuildForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose the message to rebuild from.")
+        return _back(request, room)
+    try:
+        count = person.memory_rebuild(
+            room=room, seq_from=form.cleaned_data["seq_from"], seq_to=form.cleaned_data["seq_to"]
+        )
+    except person.MemoryRefused as exc:
+        return _refused(request, room, exc)
+    messages.success(
+        request,
+        f"Rebuilding {count} memor{'y' if count == 1 else 'ies'} in the background; "
+        "yours are kept as they are."
+        if count
+        else "Nothing to rebuild there: the model's memories are current and yours are kept.",
+    )
+    return _back(request, room)

@@ -46,6 +46,11 @@ class RoomSettingsForm(forms.Form):
         f"{DEFAULT_AUTO_TURNS} is a good start). Any message or Stop ends it.",
     )
     auto_delay = forms.FloatField(label="Auto-mode delay (seconds)", min_value=0.0, max_value=60.0)
+    members_see_memory = forms.BooleanField(
+        label="Members may read this chat's memory",
+        required=False,
+        help_text="A read-only Memory panel for the people you invited. Only you change it.",
+    )
 
     PLAY_FIELDS = (
         "reply_mode",
@@ -54,6 +59,7 @@ class RoomSettingsForm(forms.Form):
         "own_card_only",
         "auto_turns",
         "auto_delay",
+        "members_see_memory",
     )
 
     def __init__(self, *args, user, **kwargs) -> None:

@@ -24,6 +24,7 @@ class RoomOptions:
     own_card_only: bool = False  # Per-speaker only: each speaker's prompt holds only its own card
     auto_turns: int = 0  # characters keep replying to each other up to this many rounds; 0 = off
     auto_delay: float = 1.5  # seconds between auto rounds
+    members_see_memory: bool = False  # members get a read-only Memory panel
 
     @classmethod
     def from_json(cls, data: dict | None) -> RoomOptions:

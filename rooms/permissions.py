@@ -67,6 +67,20 @@ def room_for_host(user, room_id: int) -> Room:
     return room
 
 
+def room_for_memory_reader(user, room_id: int) -> tuple[Room, str]:
+    """Return the room and the reader's standing for its Memory panel: the host always, a member
+    only when the host lets members read it (403 otherwise), 404 for anyone else."""
+    from rooms.options import room_options
+
+    room = _room(room_id)
+    who = standing(user, room)
+    if who is None:
+        raise Http404("No such room.")
+    if who != HOST and not room_options(room).members_see_memory:
+        raise PermissionDenied("The host keeps this chat's memory private.")
+    return room, who
+
+
 def can_enter(user, room: Room) -> bool:
     return standing(user, room) is not None
 

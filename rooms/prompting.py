@@ -54,10 +54,12 @@ class TurnPlan:
                 {
                     "label": s.item.label,
                     "score": round(s.score, 4),
+                    "why": s.why,
                     "text": s.item.text,
                 }
                 for s in recalled
             ],
+            "memory_cut": [r.item.label for r in self.recall.cut] if self.recall else [],
             "messages": self.prompt.messages,
             "sections": [vars(s) for s in self.prompt.sections],
             "history_kept": self.prompt.history_kept,

@@ -104,15 +104,22 @@
     (d.notices || []).forEach((text) => memoryDetail.append(element("p", text, "notice")));
     const kept = element("ul");
     kept.className = "memory-kept";
+    const reasons = {pinned: "pinned: sent with every reply", yours: "yours: sent with every reply"};
     d.kept.forEach((k) => {
-      const why = k.keyword ? ` (keyword “${k.keyword}”)` : "";
-      kept.append(element("li", `Tier ${k.tier} · block ${k.block} · messages ${k.seq_from}–${k.seq_to} — match ${Math.round(k.score * 100)}%${why}`));
+      const why = reasons[k.why] || `match ${Math.round(k.score * 100)}%${k.keyword ? ` (keyword “${k.keyword}”)` : ""}`;
+      kept.append(element("li", `${k.label} — ${why}`));
     });
-    memoryDetail.append(element("p", d.kept.length ? "Recalled:" : "Nothing recalled."), kept);
+    memoryDetail.append(element("p", d.kept.length ? "Sent with this reply:" : "Nothing recalled."), kept);
+    if ((d.cut || []).length) {
+      const cut = element("ul");
+      cut.className = "memory-cut";
+      d.cut.forEach((r) => cut.append(element("li", r.label)));
+      memoryDetail.append(element("p", "Left out for the memory budget (pinned and yours come first, then recalled by rank):"), cut);
+    }
     if (d.rejected.length) {
       const rejected = element("ul");
       rejected.className = "memory-rejected";
-      d.rejected.forEach((r) => rejected.append(element("li", `Tier ${r.tier} · block ${r.block}: ${r.reason}`)));
+      d.rejected.forEach((r) => rejected.append(element("li", `${r.label}: ${r.reason}`)));
       memoryDetail.append(element("p", `Not recalled (${d.rejected_count} in all; a sample):`), rejected);
     }
     memoryDetail.append(element("p", "To read the recalled texts, open the Preview.", "muted small"));

@@ -125,7 +125,8 @@ def _hash(payload: object) -> str:
 
 
 def _summary_states(room: Room, scope: str, *, upgrade: bool) -> dict[tuple[int, int], str]:
-    states = {}
+    """Each summary's state for the planner; a forgotten one counts as a person's (never rewritten)."""
+    states = {(tier, block): "person" for scope_, tier, block in forgotten_blocks(room) if scope_ == scope}
     for tier, block, source, stale in Summary.objects.filter(room=room, scope=scope).values_list(
         "tier", "block", "source", "stale"
     ):
@@ -136,6 +137,12 @@ def _summary_states(room: Room, scope: str, *, upgrade: bool) -> dict[tuple[int,
         else:
             states[(tier, block)] = "current"
     return states
+
+
+def forgotten_blocks(room: Room) -> list[tuple[str, int, int]]:
+    """The (scope, tier, block)s a person forgot in this room."""
+    state = RoomMemory.objects.filter(room=room).values_list("forgotten", flat=True).first()
+    return [(str(scope), int(tier), int(block)) for scope, tier, block in state or ()]
 
 
 def _draft_of(summary: Summary) -> Draft:
@@ -160,12 +167,18 @@ def write_summary(
     t: blocks.Tuning,
     pov: str | None,
     utility,
+    upto: int | None = None,
 ) -> Summary | None:
     """Write (or rewrite) one summary; return it, or None when there was nothing to write.
 
     `utility` is the host's Utility connection, or None for the built-in extractive summariser.
+    `upto` cuts a tier-0 block short (a person asked for it before the block filled): such a
+    summary is written stale, so it is rewritten whole once the block is complete.
     """
     start, end = blocks.block_range(tier, block, t)
+    partial = tier == 0 and upto is not None and upto < end
+    if partial:
+        end = upto
     if tier == 0:
         lines = _lines(room, start, end)
         if not lines:
@@ -190,7 +203,8 @@ def write_summary(
 
     existing = Summary.objects.filter(room=room, scope=scope, tier=tier, block=block).first()
     if existing and (
-        existing.source == Summary.Source.PERSON or (existing.input_hash == input_hash and not existing.stale)
+        existing.source == Summary.Source.PERSON
+        or (existing.input_hash == input_hash and not existing.stale and not partial)
     ):
         return existing
 
@@ -226,7 +240,7 @@ def write_summary(
             "source": source,
             "model": utility.model if utility else "",
             "input_hash": input_hash,
-            "stale": False,
+            "stale": partial,
             "first_at": first_at,
             "last_at": last_at,
         }
@@ -492,7 +506,9 @@ def messages_rewound(*, room_id: int, from_seq: int) -> None:
 
     Those blocks no longer exist as they were; they are written again once they fill up anew.
     """
-    doomed = list(Summary.objects.filter(room_id=room_id, seq_to__gte=from_seq))
+    doomed = list(Summary.objects.filter(room_id=room_id, seq_to__gte=from_seq).exclude(tier=Summary.ADDED))
+    _clip_added(room_id, from_seq)
+    _unforget(room_id, lambda tier, block: blocks.block_range(tier, block, _t())[1] > from_seq)
     scenes = list(Scene.objects.filter(room_id=room_id, seq_to__gte=from_seq))
     host_id = Room.objects.filter(pk=room_id).values_list("host_id", flat=True).first()
     memory_ids = [index.memory_id(s) for s in doomed]
@@ -502,6 +518,33 @@ def messages_rewound(*, room_id: int, from_seq: int) -> None:
     if memory_ids or scene_ids:
         transaction.on_commit(lambda: _forget_vectors_later(host_id, memory_ids, scene_ids))
     messages_changed(room_id=room_id, seqs=[from_seq])
+
+
+def _t() -> blocks.Tuning:
+    return block_tuning(tuning_get())
+
+
+def _clip_added(room_id: int, from_seq: int) -> None:
+    """Added memories outlive a rewind (they are a person's), tied only to messages that remain."""
+    Summary.objects.filter(room_id=room_id, tier=Summary.ADDED, seq_from__gte=from_seq).update(
+        seq_from=None, seq_to=None
+    )
+    Summary.objects.filter(room_id=room_id, tier=Summary.ADDED, seq_to__gte=from_seq).update(
+        seq_to=from_seq - 1
+    )
+
+
+def _unforget(room_id: int, which: Callable[[int, int], bool]) -> int:
+    """Drop the forgotten marks of the (tier, block)s `which` picks; return how many went."""
+    state = RoomMemory.objects.select_for_update().filter(room_id=room_id).first()
+    if state is None or not state.forgotten:
+        return 0
+    kept = [mark for mark in state.forgotten if not which(int(mark[1]), int(mark[2]))]
+    dropped = len(state.forgotten) - len(kept)
+    if dropped:
+        state.forgotten = kept
+        state.save(update_fields=["forgotten", "updated_at"])
+    return dropped
 
 
 def _forget_vectors_later(host_id: int, memory_ids: list[str], scene_ids: list[str]) -> None:
