@@ -15,6 +15,7 @@ from memory.drafts import (
     Draft,
     Line,
     clip,
+    read,
     render,
     when_label,
 )
@@ -338,6 +339,28 @@ def test_render_puts_heading_then_fact_lines_then_keywords():
         render(draft)
         == "Maren and Ada — 12 Mar 2026\n- Maren hid the key.\n- Ada left.\nKeywords: key, Maren"
     )
+
+
+def test_read_gives_back_what_render_wrote():
+    draft = Draft("Maren and Ada — 12 Mar 2026", ["Maren hid the key.", "Ada left."], ["key", "Maren"])
+    assert read(render(draft)) == draft
+
+
+def test_read_takes_a_persons_free_text_without_losing_a_word():
+    text = "\n".join(
+        [
+            "The promise",
+            "Kira promised Aoi she would not make a wish.",
+            "* She broke it that night.",
+            "",
+            "keywords: wish",
+        ]
+    )
+    assert read(text) == Draft(
+        "The promise", ["Kira promised Aoi she would not make a wish.", "She broke it that night."], ["wish"]
+    )
+    long_fact = "x" * (MAX_FACT + 50)
+    assert read(f"Heading\n{long_fact}").facts == [long_fact]
 
 
 def test_render_omits_empty_parts():

@@ -842,3 +842,76 @@ def test_a_rollup_below_the_floor_is_still_opened_when_it_is_among_the_closest()
     )
     assert [s.item for s in choice.kept] == [inside]
     assert [r.reason for r in choice.rejected] == [recall.NARROWED]
+
+
+# Pinned and person-written memories: sent first, whole, within the budget -------------------------
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def added(block: int, text: str, seq_from: int | None = None, seq_to: int | None = None) -> recall.Item:
+    return recall.Item(
+        key("shared", recall.ADDED_TIER, block), "shared", recall.ADDED_TIER, block, seq_from, seq_to, text
+    )
+
+
+def test_always_first_sends_pinned_before_yours_whatever_the_order_given():
+    yours = added(0, "yours one two")
+    pinned = summary("shared", 0, 3, text="pinned one two")
+    kept, out, used = recall.always_first(
+        [(yours, recall.YOURS), (pinned, recall.PINNED)], live_start=1000, budget=3, count=words
+    )
+    assert [s.item for s in kept] == [pinned]
+    assert kept[0].why == recall.PINNED
+    assert out == [recall.Rejected(yours, recall.BUDGET)]
+    assert used == 3
+
+
+def test_always_first_sends_each_whole_or_not_at_all_and_fills_with_smaller_ones():
+    big = added(0, "a " * 10)
+    small = added(1, "tiny memory")
+    kept, out, used = recall.always_first(
+        [(big, recall.YOURS), (small, recall.YOURS)], live_start=1000, budget=5, count=words
+    )
+    assert [s.item for s in kept] == [small]
+    assert [r.reason for r in out] == [recall.BUDGET]
+    assert used == 2
+
+
+def test_always_first_leaves_out_a_memory_whose_messages_are_all_still_in_the_prompt():
+    live = summary("shared", 0, 10, text="still live")
+    straddling = added(1, "starts before the window", seq_from=70, seq_to=90)
+    kept, out, _ = recall.always_first(
+        [(live, recall.PINNED), (straddling, recall.YOURS)], live_start=80, budget=100, count=words
+    )
+    assert [s.item for s in kept] == [straddling]
+    assert out == [recall.Rejected(live, recall.LIVE)]
+
+
+def test_always_first_lays_out_whole_story_memories_first_then_oldest_first():
+    whole = added(0, "the whole story")
+    late = summary("shared", 0, 5, text="late")
+    early = summary("shared", 1, 0, text="early")
+    kept, _, _ = recall.always_first(
+        [(late, recall.PINNED), (whole, recall.YOURS), (early, recall.YOURS)],
+        live_start=10**6,
+        budget=100,
+        count=words,
+    )
+    assert [s.item for s in kept] == [whole, early, late]
+
+
+def test_without_takes_memories_sent_anyway_out_of_the_pool_with_a_reason():
+    a, b = summary("shared", 0, 0), summary("shared", 0, 1)
+    pool = recall.Pool(members=[a, b], rejected=[])
+    left = recall.without(pool, {a.key})
+    assert left.members == [b]
+    assert left.rejected == [recall.Rejected(a, recall.SENT_ANYWAY)]
+    assert recall.without(pool, set()) is pool
+
+
+def test_an_added_memory_is_labelled_as_added_and_by_its_messages():
+    assert added(0, "x").label == "Added · the whole story"
+    assert added(0, "x", 4, 9).label == "Added · messages 4–9"
