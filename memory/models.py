@@ -6,7 +6,7 @@ from django.conf import settings as conf
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from memory.recall import ADDED_TIER
+from memory.recall import ADDED_TIER, place_label, span_label
 
 SHARED = "shared"
 
@@ -143,15 +143,11 @@ class Summary(models.Model):
 
     @property
     def span_label(self) -> str:
-        if self.seq_from is None:
-            return "the whole story"
-        return f"messages {self.seq_from}–{self.seq_to}"
+        return span_label(self.seq_from, self.seq_to)
 
     @property
     def label(self) -> str:
-        if self.added:
-            return f"Added · {self.span_label}"
-        return f"Tier {self.tier} · block {self.block} · {self.span_label}"
+        return place_label(self.tier, self.block, self.seq_from, self.seq_to)
 
 
 class SummaryKeyword(models.Model):

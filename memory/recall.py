@@ -70,10 +70,23 @@ class Item:
 
     @property
     def label(self) -> str:
-        where = "the whole story" if self.seq_from is None else f"messages {self.seq_from}–{self.seq_to}"
-        if self.tier == ADDED_TIER:
-            return f"Added · {where}"
-        return f"Tier {self.tier} · block {self.block} · {where}"
+        return place_label(self.tier, self.block, self.seq_from, self.seq_to)
+
+
+def span_label(seq_from: int | None, seq_to: int | None) -> str:
+    """Name the messages a memory covers: "messages 8–15", "message 8" or "the whole story"."""
+    if seq_from is None:
+        return "the whole story"
+    if seq_from == seq_to:
+        return f"message {seq_from}"
+    return f"messages {seq_from}–{seq_to}"
+
+
+def place_label(tier: int, block: int, seq_from: int | None, seq_to: int | None) -> str:
+    """Name a memory: "Tier 1 · block 3 · messages 96–127", or "Added · the whole story"."""
+    if tier == ADDED_TIER:
+        return f"Added · {span_label(seq_from, seq_to)}"
+    return f"Tier {tier} · block {block} · {span_label(seq_from, seq_to)}"
 
 
 @dataclass(frozen=True)
