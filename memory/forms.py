@@ -19,7 +19,10 @@ class MemoryTextForm(forms.Form):
     text = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6}),
         max_length=MAX_MEMORY_TEXT,
-        error_messages={"max_length": f"A memory holds at most {MAX_MEMORY_TEXT:,} characters."},
+        error_messages={
+            "max_length": f"A memory holds at most {MAX_MEMORY_TEXT:,} characters.",
+            "required": "A memory needs some text.",
+        },
         help_text="First line: a heading. Then one line per fact. A “Keywords: a, b” line helps recall.",
     )
 

@@ -129,7 +129,10 @@ def memory_messages(room, summary: Summary, *, limit: int = 200) -> list[dict]:
         .order_by("seq")
         .values_list("seq", "speaker_name", "hidden", "variants__text")[:limit]
     )
-    return [{"seq": seq, "speaker": speaker, "hidden": hidden, "text": text} for seq, speaker, hidden, text in rows]
+    return [
+        {"seq": seq, "speaker": speaker, "hidden": hidden, "text": text}
+        for seq, speaker, hidden, text in rows
+    ]
 
 
 class SearchUnavailable(Exception):
@@ -186,36 +189,44 @@ def memory_stats(rooms) -> dict:
 
 def memory_gaps(room) -> dict:
     """What the shared memory does not cover: forgotten stretches (Rebuild brings them back) and
-    the messages after the last tier-0 summary (Generate next memory now)."""
-    from django.db.models import Max
-
+    the messages no tier-0 summary reaches yet (Generate next memory now)."""
     from memory import blocks
     from memory.services import block_tuning, forgotten_blocks, tuning_get
     from rooms.models import Message
 
     t = block_tuning(tuning_get())
     forgotten = []
+    gone: set[int] = set()
     for scope, tier, block in sorted(forgotten_blocks(room), key=lambda m: (m[1], m[2])):
         if scope != "shared":
             continue
         start, end = blocks.block_range(tier, block, t)
         forgotten.append({"tier": tier, "block": block, "seq_from": start, "seq_to": end - 1})
-    last = Summary.objects.filter(room=room, scope="shared", tier=0).aggregate(n=Max("seq_to"))["n"]
-    newest = Message.objects.filter(room=room).aggregate(n=Max("seq"))["n"]
-    after = -1 if last is None else last
-    waiting = 0 if newest is None else Message.objects.filter(room=room, seq__gt=after).count()
-    return {"forgotten": forgotten, "unsummarised": waiting, "after": after + 1, "newest": newest}
+        if tier == 0:
+            gone.add(block)
+    reached = sorted(
+        Summary.objects.filter(room=room, scope="shared", tier=0).values_list("seq_from", "seq_to")
+    )
+    waiting, first, at = 0, None, 0
+    for seq in Message.objects.filter(room=room).order_by("seq").values_list("seq", flat=True).iterator():
+        while at < len(reached) and reached[at][1] < seq:
+            at += 1
+        inside = at < len(reached) and reached[at][0] <= seq
+        if not inside and blocks.block_of(seq, 0, t) not in gone:
+            waiting += 1
+            first = seq if first is None else first
+    return {"forgotten": forgotten, "unsummarised": waiting, "first": first}
 
 
-def tier_map(room):
-    """The tier map of the room's shared memory and added memories, with the last reply's live
-    window and recalled memories marked."""
+def tier_map(room, *, detail: bool):
+    """The tier map of the room's shared memory and added memories; with `detail` (the host
+    only), the last reply's live window and recalled memories marked."""
     from django.db.models import Max
 
     from memory import tiermap
     from rooms.models import Message
 
-    last = recall_last(room)
+    last = recall_last(room) if detail else None
     detail = last.detail if last is not None and last.state == "done" else {}
     recalled = {(k["scope"], k["tier"], k["block"]) for k in detail.get("kept", ())}
     marks = [

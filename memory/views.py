@@ -50,7 +50,9 @@ def remember(request: HttpRequest) -> HttpResponse:
 def backfill_start(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_host(request.user, pk)
     tasks.backfill_start(room.pk)
-    messages.success(request, "Building memory for this chat in the background; progress shows below.")
+    messages.success(request, f"Building memory for “{room.title}” in the background.")
+    if request.POST.get("next"):
+        return _back(request, room)
     return redirect("rooms:settings", pk=room.pk)
 
 
@@ -138,8 +140,10 @@ def summary_detail(request: HttpRequest, pk: int, summary_pk: int) -> HttpRespon
 @require_GET
 def tier_map(request: HttpRequest, pk: int) -> HttpResponse:
     """The picture of a room's memory over its messages."""
-    room, _ = permissions.room_for_memory_reader(request.user, pk)
-    return render(request, "memory/map.html", {"room": room, "map": selectors.tier_map(room), "nav": "home"})
+    room, who = permissions.room_for_memory_reader(request.user, pk)
+    host = who == permissions.HOST
+    context = {"room": room, "map": selectors.tier_map(room, detail=host), "can_edit": host, "nav": "home"}
+    return render(request, "memory/map.html", context)
 
 
 @require_POST

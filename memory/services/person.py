@@ -217,13 +217,10 @@ def memory_generate_next(*, room: Room) -> Summary | None:
         raise MemoryRefused("Memory is off for this chat: turn on “Remember earlier in long chats” first.")
     t = block_tuning(tuning)
     rows = _rows(room)
-    covered = set(Summary.objects.filter(room=room, scope=SHARED, tier=0).values_list("block", flat=True)) | {
-        block for scope, tier, block in forgotten_blocks(room) if scope == SHARED and tier == 0
-    }
     stretch = blocks.next_partial(
         existing_seqs=[r.seq for r in rows],
         visible_seqs=[r.seq for r in rows if not r.hidden],
-        covered=covered,
+        covered=covered_blocks(room, rows, t),
         t=t,
     )
     if stretch is None:
@@ -246,6 +243,20 @@ def memory_generate_next(*, room: Room) -> Summary | None:
         reembed(summary)
         enqueue_catch_up(room.pk)  # roll-ups that can now be written
     return summary
+
+
+def covered_blocks(room: Room, rows: list, t: blocks.Tuning) -> set[int]:
+    """Tier-0 blocks of the shared set whose every visible message (below the newest) has a
+    memory, or that a person forgot. A memory cut short before its block filled covers only
+    what it reached: the rest of that block is still to summarise."""
+    newest = rows[-1].seq if rows else -1
+    last_visible: dict[int, int] = {}
+    for row in rows:
+        if not row.hidden and row.seq < newest:
+            last_visible[blocks.block_of(row.seq, 0, t)] = row.seq
+    reached = dict(Summary.objects.filter(room=room, scope=SHARED, tier=0).values_list("block", "seq_to"))
+    covered = {block for block, seq_to in reached.items() if seq_to >= last_visible.get(block, -1)}
+    return covered | {block for scope, tier, block in forgotten_blocks(room) if scope == SHARED and tier == 0}
 
 
 def memory_rebuild(*, room: Room, seq_from: int, seq_to: int | None = None) -> int:
