@@ -107,6 +107,11 @@ def memory_list(room, *, q: str = "", tier: int | None = None, show: str = "all"
     return rows.order_by("-tier", "-block", "scope")
 
 
+def memory_room_id(summary_id: int) -> int | None:
+    """The room a memory belongs to (permissions are checked on the room), or None."""
+    return Summary.objects.filter(pk=summary_id).values_list("room_id", flat=True).first()
+
+
 def memory_get(room, summary_id: int) -> Summary | None:
     return Summary.objects.filter(room=room, pk=summary_id).first()
 

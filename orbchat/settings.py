@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",  # the API docs page's scripts come from our static files, not a CDN
     "orbchat.accounts",
     "orbchat.library",
     "orbchat.connections",

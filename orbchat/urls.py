@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from orbchat import views
+from orbchat import api, views
 from rooms import views as rooms_views
 
 urlpatterns = [
@@ -15,6 +15,7 @@ urlpatterns = [
     path("", include("rooms.urls")),
     path("", include("memory.urls")),
     path("admin/", admin.site.urls),
+    path("api/v1/", api.urls()),
     *[
         path(f"{section}/", views.coming_soon, {"section": section}, name=section)
         for section in views.COMING_SOON

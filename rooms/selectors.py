@@ -13,6 +13,11 @@ def visible_rooms(*, user) -> QuerySet[Room]:
     return Room.objects.filter(Q(host=user) | Q(pk__in=member_of))
 
 
+def hosted_rooms(*, user) -> QuerySet[Room]:
+    """The rooms `user` hosts (what their Corpus searches and their memory stats count)."""
+    return Room.objects.filter(host=user).order_by("title", "pk")
+
+
 def chat_list(*, user, q: str = "", tag: str = "") -> QuerySet[Room]:
     rooms = visible_rooms(user=user).select_related("host").prefetch_related("seats")
     if q:

@@ -53,6 +53,8 @@ def clean_text(text: str | None, *, field: str = "text") -> str:
     text = (text or "").strip()
     if not text:
         raise MemoryRefused("A memory needs some text.", field=field)
+    if "\x00" in text:
+        raise MemoryRefused("A memory cannot hold NUL characters.", field=field)
     if len(text) > MAX_MEMORY_TEXT:
         raise MemoryRefused(
             f"A memory holds at most {MAX_MEMORY_TEXT:,} characters; this one has {len(text):,}.", field=field

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth import password_validation
 
-from orbchat.accounts.models import User
+from orbchat.accounts.models import AccessToken, User
 
 
 class NewAccountForm(forms.Form):
@@ -33,3 +33,10 @@ class SetupForm(NewAccountForm):
 
 class UserCreateForm(NewAccountForm):
     role = forms.ChoiceField(choices=[(User.Role.USER, "User"), (User.Role.ADMIN, "Admin")])
+
+
+class AccessTokenForm(forms.Form):
+    name = forms.CharField(
+        max_length=AccessToken._meta.get_field("name").max_length,
+        help_text="What uses it, e.g. “backup script”.",
+    )

@@ -33,3 +33,31 @@ class User(AbstractUser):
     @property
     def can_manage_users(self) -> bool:
         return self.role in (self.Role.OWNER, self.Role.ADMIN)
+
+
+class AccessToken(models.Model):
+    """A personal access token: a script or app acting as its user on the API.
+
+    Only a hash of the token is kept; the token itself is shown once, when it is made. `prefix`
+    (its first characters) tells tokens apart in lists without revealing them.
+    """
+
+    PREFIX_LENGTH = 8
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="access_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=PREFIX_LENGTH)
+    hashed = models.CharField("SHA-256 of the token", max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from orbchat.accounts.models import User
+from orbchat.accounts.models import AccessToken, User
 
 
 def setup_required() -> bool:
@@ -14,3 +14,8 @@ def setup_required() -> bool:
 
 def user_list() -> QuerySet[User]:
     return User.objects.order_by("username")
+
+
+def token_list(*, user) -> QuerySet[AccessToken]:
+    """The user's personal access tokens, newest first, revoked ones included."""
+    return AccessToken.objects.filter(user=user).order_by("-created_at", "-pk")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import secrets
+
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from orbchat.accounts.models import User
+from orbchat.accounts.models import AccessToken, User
 from orbchat.library import services as library_services
 
 
@@ -63,3 +68,59 @@ def user_set_active(*, actor: User, user: User, active: bool) -> User:
     user.is_active = active
     user.save(update_fields=["is_active"])
     return user
+
+
+# Personal access tokens ------------------------------------------------------------------------
+
+TOKEN_NAME_MAX = AccessToken._meta.get_field("name").max_length
+# A token's last use is written at most this often: a busy script does not write on every call.
+TOKEN_TOUCH_EVERY = dt.timedelta(minutes=1)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@transaction.atomic
+def token_create(*, user: User, name: str) -> tuple[AccessToken, str]:
+    """Make a personal access token for `user`; return its row and the token, which is shown once
+    and stored only hashed."""
+    name = (name or "").strip()
+    if not name:
+        raise ValidationError("Give the token a name, to tell it apart later.")
+    if len(name) > TOKEN_NAME_MAX:
+        raise ValidationError(f"A token's name holds at most {TOKEN_NAME_MAX} characters.")
+    plaintext = secrets.token_urlsafe(32)
+    row = AccessToken.objects.create(
+        user=user, name=name, prefix=plaintext[: AccessToken.PREFIX_LENGTH], hashed=token_hash(plaintext)
+    )
+    return row, plaintext
+
+
+@transaction.atomic
+def token_revoke(*, user: User, token_id: int) -> AccessToken:
+    """Revoke one of `user`'s tokens for good (revoking twice keeps the first time).
+
+    Raises AccessToken.DoesNotExist for a token that is not theirs."""
+    row = AccessToken.objects.select_for_update().get(pk=token_id, user=user)
+    if row.revoked_at is None:
+        row.revoked_at = timezone.now()
+        row.save(update_fields=["revoked_at"])
+    return row
+
+
+def token_authenticate(*, plaintext: str) -> User | None:
+    """Return the active user a live token acts as, noting its use; None for any other token."""
+    if not plaintext:
+        return None
+    row = (
+        AccessToken.objects.filter(hashed=token_hash(plaintext), revoked_at=None, user__is_active=True)
+        .select_related("user")
+        .first()
+    )
+    if row is None:
+        return None
+    now = timezone.now()
+    if row.last_used_at is None or now - row.last_used_at >= TOKEN_TOUCH_EVERY:
+        AccessToken.objects.filter(pk=row.pk).update(last_used_at=now)
+    return row.user

@@ -29,6 +29,8 @@ urlpatterns = [
         auth_views.PasswordChangeDoneView.as_view(template_name="accounts/password_done.html"),
         name="password_done",
     ),
+    path("settings/tokens/", views.token_create, name="token_create"),
+    path("settings/tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
     path("settings/users/", views.user_list, name="users"),
     path("settings/users/<int:user_id>/active/", views.user_set_active, name="user_set_active"),
 ]

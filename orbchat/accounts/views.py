@@ -4,13 +4,13 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from orbchat.accounts import selectors, services
-from orbchat.accounts.forms import SetupForm, UserCreateForm
-from orbchat.accounts.models import User
+from orbchat.accounts.forms import AccessTokenForm, SetupForm, UserCreateForm
+from orbchat.accounts.models import AccessToken, User
 
 
 @login_not_required
@@ -34,7 +34,46 @@ def setup(request: HttpRequest) -> HttpResponse:
 
 
 def settings_home(request: HttpRequest) -> HttpResponse:
-    return render(request, "accounts/settings.html")
+    return _settings_page(request, AccessTokenForm())
+
+
+def _settings_page(request: HttpRequest, token_form: AccessTokenForm, *, new_token: str = "") -> HttpResponse:
+    context = {
+        "token_form": token_form,
+        "tokens": selectors.token_list(user=request.user),
+        "new_token": new_token,
+    }
+    return render(request, "accounts/settings.html", context)
+
+
+@require_POST
+def token_create(request: HttpRequest) -> HttpResponse:
+    """Make a personal access token; the page shows it this once (only its hash is kept)."""
+    form = AccessTokenForm(request.POST)
+    if form.is_valid():
+        try:
+            row, plaintext = services.token_create(user=request.user, name=form.cleaned_data["name"])
+        except ValidationError as exc:
+            form.add_error("name", exc)
+        else:
+            messages.success(request, f"Token “{row.name}” created. Copy it now: it is not shown again.")
+            return _settings_page(request, AccessTokenForm(), new_token=plaintext)
+    return _settings_page(request, form)
+
+
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    """Revoke one of your tokens, after a confirmation page."""
+    token = selectors.token_list(user=request.user).filter(pk=token_id).first()
+    if token is None:
+        raise Http404("No such token.")
+    if request.method == "POST":
+        try:
+            services.token_revoke(user=request.user, token_id=token.pk)
+        except AccessToken.DoesNotExist as exc:
+            raise Http404("No such token.") from exc
+        messages.success(request, f"Token “{token.name}” revoked: it no longer works.")
+        return redirect("accounts:settings")
+    return render(request, "accounts/token_revoke.html", {"token": token, "nav": "settings"})
 
 
 def _require_manager(request: HttpRequest) -> None:
