@@ -153,7 +153,7 @@ def memory_search(room, *, q: str, limit: int = 10, min_score: float = 0.0) -> l
         return []
     try:
         vector = index.embed_for(generation, [q])[0]
-        found = index.query_memories(generation, vector, room_id=room.pk, n=limit)
+        found = index.query_index(generation, "memories", vector, where={"room": room.pk}, n=limit)
     except index.EmbedderFailed as exc:
         raise SearchUnavailable(f"The memory index could not be searched: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - the vector store is unreachable

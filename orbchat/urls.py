@@ -14,10 +14,7 @@ urlpatterns = [
     path("", include("orbchat.connections.urls")),
     path("", include("rooms.urls")),
     path("", include("memory.urls")),
+    path("", include("corpus.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls()),
-    *[
-        path(f"{section}/", views.coming_soon, {"section": section}, name=section)
-        for section in views.COMING_SOON
-    ],
 ]

@@ -38,10 +38,17 @@ def message_html(message: Message) -> str:
     return render_to_string("rooms/_message.html", {"m": message_view(message)})
 
 
-def room_views(room, *, limit: int = 200) -> list[MessageView]:
-    """Return the newest `limit` messages, oldest first, in two queries."""
-    messages = list(room.messages.order_by("-seq")[:limit])
-    messages.reverse()
+AT_BEFORE = 10  # messages shown before the one a link lands on
+
+
+def room_views(room, *, limit: int = 200, at: int | None = None) -> list[MessageView]:
+    """Return the newest `limit` messages, oldest first, in two queries; with `at`, the `limit`
+    messages starting a few before message `at` instead (a link into the past)."""
+    if at is None:
+        messages = list(room.messages.order_by("-seq")[:limit])
+        messages.reverse()
+    else:
+        messages = list(room.messages.filter(seq__gte=at - AT_BEFORE).order_by("seq")[:limit])
     by_message: dict[int, list[Variant]] = {}
     for variant in Variant.objects.filter(message__in=messages).order_by("index"):
         by_message.setdefault(variant.message_id, []).append(variant)

