@@ -41,6 +41,8 @@ def explore(request: HttpRequest) -> HttpResponse:
             limit=PER_PAGE,
         )
         hits = results.hits
+    else:
+        search.warm(request.user)  # the first search after a restart then finds the word index ready
     context = {
         "form": form,
         "results": results,
