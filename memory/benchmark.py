@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orbchat.stopwords import ENGLISH as STOPWORDS
+
 CATEGORIES = ("1", "2", "3", "4", "5")
 POOLED = "all_1_4"
 KEYS = (POOLED, *CATEGORIES)
@@ -27,16 +29,6 @@ CATEGORY_NAMES = {
     "4": "single-hop",
     "5": "adversarial",
 }
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further had
-    has have having he her here hers herself him himself his how i if in into is it its itself just
-    me more most my myself no nor not now of off on once only or other our ours ourselves out over
-    own same she should so some such than that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where which while who
-    whom why will with would you your yours yourself yourselves s t d ll m re ve""".split()
-)
 _SPLIT_RE = re.compile(r"[^a-z0-9]+")
 _DIA_RE = re.compile(r"D:?(\d+):(\d+)")
 
