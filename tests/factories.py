@@ -16,3 +16,20 @@ def make_user(
     *, actor: User, username: str = "member", role: str = User.Role.USER, password: str = PASSWORD
 ) -> User:
     return services.user_create(actor=actor, username=username, password=password, role=role)
+
+
+def join(room, user) -> None:
+    """Make `user` an active member of `room` through an invite link, as a person would."""
+    from rooms import members
+
+    invite, _ = members.invite_link_create(room=room, by=room.host)
+    members.invite_accept(invite=invite, user=user)
+
+
+def client_for(user):
+    """A Django test client signed in as `user`."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client

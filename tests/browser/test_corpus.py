@@ -11,11 +11,10 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from memory import services as memory_services
-from rooms import members
 from rooms import services as room_services
 from rooms.models import Message, Room
 from tests.browser.test_rooms import contexts, sign_in  # noqa: F401 - fixtures
-from tests.factories import make_owner, make_user
+from tests.factories import join, make_owner, make_user
 from tests.memory.conftest import story_room
 
 pytestmark = pytest.mark.browser
@@ -40,8 +39,7 @@ def rooms_for_reader():
         story_room(foreign, 48, plant={21: LIE})
         for room in (told, other, foreign):
             memory_services.catch_up(room.pk)
-        invite, _ = members.invite_link_create(room=foreign, by=owner)
-        members.invite_accept(invite=invite, user=reader)
+        join(foreign, reader)
         return told.pk, other.pk, foreign.pk
     finally:
         connection.close()

@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from memory import services as memory_services
 from memory.models import Scene
 from memory.services import person
-from rooms import members
 from rooms import services as room_services
 from rooms.models import Message
-from tests.factories import make_user
+from tests.factories import client_for, join, make_user
 from tests.memory.conftest import story_room
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
 def people(host, room):
     member = make_user(actor=host, username="member")
-    invite, _ = members.invite_link_create(room=room, by=host)
-    members.invite_accept(invite=invite, user=member)
+    join(room, member)
     return {"member": member, "outsider": make_user(actor=host, username="outsider")}
 
 

@@ -23,7 +23,7 @@ from orbchat.accounts import services as account_services
 from orbchat.api import api
 from rooms import members
 from rooms import services as room_services
-from tests.factories import make_user
+from tests.factories import join, make_user
 from tests.memory.conftest import story_room
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,8 +60,7 @@ def let_members_read(room, on: bool = True) -> None:
 @pytest.fixture
 def people(host, room):
     member = make_user(actor=host, username="member")
-    invite, _ = members.invite_link_create(room=room, by=host)
-    members.invite_accept(invite=invite, user=member)
+    join(room, member)
     return {"member": member, "outsider": make_user(actor=host, username="outsider")}
 
 

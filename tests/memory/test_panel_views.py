@@ -19,10 +19,9 @@ from memory import recaller, services
 from memory.models import SHARED, Summary
 from memory.services import person
 from orbchat.prompting.assemble import default_count_tokens
-from rooms import members
 from rooms import services as room_services
 from rooms.models import Room
-from tests.factories import make_owner, make_user
+from tests.factories import client_for, join, make_owner, make_user
 from tests.memory.conftest import story_room
 
 pytestmark = pytest.mark.django_db
@@ -32,12 +31,6 @@ ASTROLABE = {seq: f"Maren polished the silver astrolabe, turn {seq}." for seq in
 
 GETS = ("memory:panel", "memory:summary", "memory:map")
 POSTS = ("memory:edit", "memory:pin", "memory:add", "memory:generate", "memory:rebuild", "memory:forget")
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def built(room, total: int, **kwargs):
@@ -115,8 +108,7 @@ def host(db, saga):
 @pytest.fixture
 def people(host, room):
     member = make_user(actor=host, username="member")
-    invite, _ = members.invite_link_create(room=room, by=host)
-    members.invite_accept(invite=invite, user=member)
+    join(room, member)
     return {"member": member, "outsider": make_user(actor=host, username="outsider")}
 
 
@@ -367,8 +359,7 @@ def test_the_tier_map_marks_what_the_last_reply_recalled(host, saga):
 
 def test_a_members_tier_map_shows_no_recall_detail_of_the_last_reply(host, saga):
     member = make_user(actor=host, username="member")
-    invite, _ = members.invite_link_create(room=saga, by=host)
-    members.invite_accept(invite=invite, user=member)
+    join(saga, member)
     share_memory(saga)
     assert last_reply_recalled(saga).kept
     html = page(client_for(member), url("memory:map", saga))

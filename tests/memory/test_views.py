@@ -7,21 +7,13 @@ from django.test import Client
 from django.urls import reverse
 
 from memory.models import MemoryTuning
-from rooms import members
-from tests.factories import make_user
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.factories import client_for, join, make_user
 
 
 @pytest.fixture
 def people(host, room):
     member = make_user(actor=host, username="member")
-    invite, _ = members.invite_link_create(room=room, by=host)
-    members.invite_accept(invite=invite, user=member)
+    join(room, member)
     return {"member": member, "outsider": make_user(actor=host, username="outsider")}
 
 
