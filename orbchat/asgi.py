@@ -29,10 +29,12 @@ application = ProtocolTypeRouter(
 
 
 def _warm_up() -> None:
-    """Import litellm and load its tokenizer now, not inside the first person's request (~10 s)."""
+    """Import litellm and load its tokenizer now, not inside the first person's request (~10 s);
+    then keep the collector from walking all that again (`env.freeze_long_lived_objects`)."""
     from rooms import tokens
 
     tokens.count("warm up")
+    env.freeze_long_lived_objects()
 
 
 threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()

@@ -11,9 +11,25 @@ from rooms import events, online, permissions, relay, services, turns
 from rooms.models import Message, Room, Seat
 
 CLOSE_NOT_ALLOWED = 4404
+# Actions whose handler runs the access check itself, first thing in its own trip to the
+# database (the same check, one trip fewer on the path of a turn).
+CHECKED_IN_TRIP = {"send"}
+
+
+class Refused(Exception):
+    """The access check refused the action: "gone", or the refusal's text."""
+
+    def __init__(self, refusal: str) -> None:
+        super().__init__(refusal)
+        self.refusal = refusal
 
 
 class RoomConsumer(AsyncJsonWebsocketConsumer):
+    # No channel of its own on the channel layer: the room's events reach the socket through
+    # the process's relay (`rooms.relay`). A channel per socket would be one more waiter in the
+    # layer's receive for every open tab, woken and put back for every event of every room.
+    channel_layer_alias = None
+
     async def connect(self) -> None:
         events.bind_loop()
         self.room_id = int(self.scope["url_route"]["kwargs"]["room_id"])
@@ -26,12 +42,19 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await online.arrive(self.room_id, user.pk)
 
-    def _allowed(self, user, action: str | None) -> str:
-        """Return "" when allowed; otherwise "gone" (no access at all) or the refusal's text."""
-        room = Room.objects.filter(pk=self.room_id).first()
+    def _allowed(self, user, action: str | None, room: Room | None = None) -> str:
+        """Return "" when allowed; otherwise "gone" (no access at all) or the refusal's text.
+
+        `room`, when the caller has just read it (with its host), is not read again.
+        """
+        if room is None:
+            room = Room.objects.filter(pk=self.room_id).select_related("host").first()
         if user is not None and user.is_authenticated:
             # Fresh from the database: a person deactivated since connecting is out at once.
-            user = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
+            if room is not None and room.host_id == user.pk:
+                user = room.host if room.host.is_active else None  # the same row, just read
+            else:
+                user = get_user_model().objects.filter(pk=user.pk, is_active=True).first()
         if room is None or user is None or not permissions.can_enter(user, room):
             return "gone"
         if action is None:
@@ -52,32 +75,43 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
         action = content.get("type")
         user = self.scope["user"]
         handler = getattr(self, f"do_{action}", None) if isinstance(action, str) else None
-        # Checked on every action: access can be lost while the socket is open.
-        refusal = await database_sync_to_async(self._allowed)(user, action if handler else None)
+        if handler is None or action not in CHECKED_IN_TRIP:
+            # Checked on every action: access can be lost while the socket is open.
+            refusal = await database_sync_to_async(self._allowed)(user, action if handler else None)
+            if refusal:  # without a handler, only "gone"
+                await self._refuse(refusal)
+                return
+            if handler is None:
+                await self.send_json({"type": "notice", "text": f"Unknown action {action!r}."})
+                return
+        try:
+            await handler(content, user)
+        except Refused as exc:
+            await self._refuse(exc.refusal)
+        except services.ActionRefused as exc:
+            await self.send_json({"type": "notice", "text": str(exc)})
+
+    async def _refuse(self, refusal: str) -> None:
         if refusal == "gone":
             await self.send_json({"type": "notice", "text": "You no longer have access to this room."})
             await self.close(code=CLOSE_NOT_ALLOWED)
-            return
-        if handler is None:
-            await self.send_json({"type": "notice", "text": f"Unknown action {action!r}."})
-            return
-        if refusal:
+        else:
             await self.send_json({"type": "notice", "status": 403, "text": refusal})
-            return
-        try:
-            await handler(content, user)
-        except services.ActionRefused as exc:
-            await self.send_json({"type": "notice", "text": str(exc)})
 
     async def do_send(self, content: dict, user) -> None:
         text = str(content.get("text", ""))
 
-        def create() -> None:
-            room = Room.objects.select_related("host", "persona").get(pk=self.room_id)
+        def create(room: Room) -> None:
+            refusal = self._allowed(user, "send", room)
+            if refusal:
+                raise Refused(refusal)
             services.message_create(room=room, author=user, text=text)
 
-        await database_sync_to_async(create)()
-        await turns.start_turn(self.room_id, "reply")
+        # Checked and saved in the same trip to the database that opens the reply.
+        try:
+            await turns.start_turn(self.room_id, "reply", before=create)
+        except Room.DoesNotExist as exc:
+            raise Refused("gone") from exc
 
     async def do_reply(self, content: dict, user) -> None:
         await turns.start_turn(self.room_id, "reply")

@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from memory import recall, recaller
 from memory.services import memory_on, tuning_get
 from orbchat.connections import gateway
-from orbchat.connections.models import Connection
+from orbchat.connections.models import Connection, ModelRoles
 from orbchat.connections.services import model_roles_get
 from orbchat.library.models import Preset, WorldBook, default_memory_template
 from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
@@ -45,6 +45,8 @@ class TurnPlan:
     world_info: list[dict] = field(default_factory=list)
     world_info_state: dict = field(default_factory=dict)
     recall: recaller.Outcome | None = None  # None: no recall for this kind of turn (impersonate)
+    host_id: int | None = None
+    speaker: str = ""  # the reply's speaker name (the Narrator's in Narrator mode)
 
     def preview(self) -> dict:
         """Return the JSON the host's Preview shows."""
@@ -166,10 +168,9 @@ def plan_turn(
     `seat` None is the Narrator (Narrator reply mode): every card is in the prompt.
     `on_recalling` is called just before memory recall runs (the room's icon says so).
     """
-    roles = model_roles_get(user=room.host)
-    if roles.chat is None:
+    connection = _chat_connection(room)
+    if connection is None:
         raise NoChatModel("No Chat model is connected. The host can connect one in Settings → Models.")
-    connection = roles.chat
     prompt_input, samplers, activation = _prompt_input(
         room=room,
         seat=seat,
@@ -206,7 +207,18 @@ def plan_turn(
         world_info=world_info,
         world_info_state=activation.state.to_json(),
         recall=outcome,
+        host_id=room.host_id,
+        speaker=seat.name if seat else NARRATOR,
     )
+
+
+def _chat_connection(room: Room) -> Connection | None:
+    """Return the host's Chat model connection (read with the room by `rooms.turns.room_for_turn`)."""
+    try:
+        roles = room.host.model_roles
+    except ModelRoles.DoesNotExist:
+        roles = model_roles_get(user=room.host)
+    return roles.chat
 
 
 def _prompt_input(
@@ -370,7 +382,7 @@ def recall_dry_run(*, room: Room, seat: Seat | None, text: str) -> recaller.Outc
 
     Nothing is saved and no event is sent: it answers "what would recall pick, and why?".
     """
-    connection = model_roles_get(user=room.host).chat
+    connection = _chat_connection(room)
     prompt_input, _, _ = _prompt_input(room=room, seat=seat, connection=connection, draft=text)
     _, outcome = _with_memory(room, seat, prompt_input, assemble.assemble(prompt_input), None)
     return outcome

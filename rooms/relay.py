@@ -3,12 +3,17 @@
 Without this every open tab is its own channel: a token for a room with 20 tabs becomes 20
 Redis messages, each popped with its own round trip, and streams fall behind. With it, a
 room event crosses Redis once per web process and reaches that process's tabs in memory.
+
+Events made in this process for its own tabs (a reply's tokens, what recall is doing) do not
+wait for Redis at all (`publish`): they reach this process's tabs at once and cross Redis
+only for the tabs of other processes, marked so that this process's relay skips its echo.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 import weakref
 
 from channels.consumer import get_handler_name
@@ -17,6 +22,9 @@ from channels.layers import get_channel_layer
 from rooms.events import room_group
 
 log = logging.getLogger(__name__)
+
+# Marks the room events this process has already handed to its own tabs (`publish`).
+PROCESS = uuid.uuid4().hex
 
 
 class _Relay:
@@ -37,14 +45,19 @@ class _Relay:
     async def _pump(self, layer) -> None:
         while True:
             event = await layer.receive(self.channel)
-            name = get_handler_name(event)
-            for consumer in list(self.consumers):
-                # The handler itself, not consumer.dispatch(): dispatch first closes stale DB
-                # connections through a thread hop, which per token per tab is the whole cost.
-                try:
-                    await getattr(consumer, name)(event)
-                except Exception:  # one broken tab must not stop the others' stream
-                    log.exception("room %s: a socket failed to take an event", self.room_id)
+            if event.get("origin") != PROCESS:  # this process's own were handed over already
+                await self.hand_over(event)
+
+    async def hand_over(self, event: dict) -> None:
+        """Give the event to every tab of the room in this process."""
+        name = get_handler_name(event)
+        for consumer in list(self.consumers):
+            # The handler itself, not consumer.dispatch(): dispatch first closes stale DB
+            # connections through a thread hop, which per token per tab is the whole cost.
+            try:
+                await getattr(consumer, name)(event)
+            except Exception:  # one broken tab must not stop the others' stream
+                log.exception("room %s: a socket failed to take an event", self.room_id)
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -89,3 +102,12 @@ async def leave(room_id: int, consumer) -> None:
     if not relay.consumers:
         del relays[room_id]
         await relay.stop()
+
+
+async def publish(room_id: int, event: dict) -> None:
+    """Send a room event to every tab: this process's at once, the others' through Redis."""
+    relay = _loop_relays().get(room_id)
+    if relay is not None and relay.ready.is_set():
+        await relay.hand_over(event)
+        event = {**event, "origin": PROCESS}
+    await get_channel_layer().group_send(room_group(room_id), event)

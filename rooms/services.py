@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -32,15 +32,42 @@ class ActionRefused(Exception):
 
 def _take_seq(room: Room) -> int:
     """Reserve the room's next seq (the row lock serialises concurrent senders)."""
-    locked = Room.objects.select_for_update().get(pk=room.pk)
-    seq = locked.next_seq
-    Room.objects.filter(pk=room.pk).update(next_seq=F("next_seq") + 1, last_activity=timezone.now())
+    # UPDATE … RETURNING: PostgreSQL, and SQLite from 3.35 (the release that returns from inserts).
+    if connection.vendor in ("sqlite", "postgresql") and connection.features.can_return_columns_from_insert:
+        # One statement instead of a locking read and a write: the UPDATE takes the same lock.
+        seq = _increment_seq(room.pk) - 1
+    else:
+        seq = Room.objects.select_for_update().get(pk=room.pk).next_seq
+        Room.objects.filter(pk=room.pk).update(next_seq=F("next_seq") + 1, last_activity=timezone.now())
     room.next_seq = seq + 1
     return seq
 
 
+def _increment_seq(room_id: int) -> int:
+    """Add one to the room's next_seq, stamp its last activity, and return the new next_seq."""
+    meta, quote = Room._meta, connection.ops.quote_name
+    table, pk = quote(meta.db_table), quote(meta.pk.column)
+    seq, activity = quote(meta.get_field("next_seq").column), quote(meta.get_field("last_activity").column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET {seq} = {seq} + 1, {activity} = %s WHERE {pk} = %s RETURNING {seq}",
+            [connection.ops.adapt_datetimefield_value(timezone.now()), room_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Room.DoesNotExist("Room matching query does not exist.")
+    return row[0]
+
+
 def room_persona(room: Room) -> Persona | None:
-    return room.persona or persona_default(user=room.host)
+    if room.persona_id is not None:
+        return room.persona
+    if not getattr(room, "for_turn", False):
+        return persona_default(user=room.host)
+    # A room read for one turn (`rooms.turns.room_for_turn`) reads the host's default once.
+    if not hasattr(room, "_default_persona"):
+        room._default_persona = persona_default(user=room.host)
+    return room._default_persona
 
 
 def user_persona(room: Room, user: User) -> Persona | None:
@@ -199,13 +226,16 @@ def speaking_seat(room: Room) -> Seat:
     return seat
 
 
-def _clear_stale(room: Room) -> None:
+def _clear_stale(room: Room) -> int:
+    """Stop the room's generations that have not written for a while; return how many."""
     cutoff = timezone.now() - STALE_GENERATION
-    for variant in Variant.objects.filter(room=room, state=Variant.State.STREAMING, updated_at__lt=cutoff):
+    stale = list(Variant.objects.filter(room=room, state=Variant.State.STREAMING, updated_at__lt=cutoff))
+    for variant in stale:
         variant.state = Variant.State.STOPPED
         variant.error = "The reply was interrupted (the server stopped while writing it)."
         variant.finished_at = timezone.now()
         variant.save(update_fields=["state", "error", "finished_at", "updated_at"])
+    return len(stale)
 
 
 def last_message(room: Room) -> Message | None:
@@ -222,60 +252,79 @@ def turn_begin(
     (append to the last reply). `seat` None with "reply" is the Narrator, voicing everyone.
     `prompt` is the exact prompt, kept for the host's Preview.
     """
-    _clear_stale(room)
     now = timezone.now()
     try:
-        with transaction.atomic():
-            if mode == "reply":
-                message = Message.objects.create(
-                    room=room,
-                    seq=_take_seq(room),
-                    kind=Message.Kind.CHARACTER,
-                    seat=seat,
-                    speaker_name=seat.name if seat else NARRATOR,
-                )
-                if seat is not None and seat.speak_next:
-                    Seat.objects.filter(pk=seat.pk).update(speak_next=False)
-                variant = Variant.objects.create(
-                    message=message,
-                    room=room,
-                    index=0,
-                    state=Variant.State.STREAMING,
-                    started_at=now,
-                    prompt=prompt,
-                    model=model,
-                )
-            else:
-                message = last_message(room)
-                if message is None or message.is_human:
-                    raise ActionRefused(f"There is no character reply to {mode}.")
-                if mode == "regenerate":
-                    index = message.variants.count()
-                    variant = Variant.objects.create(
-                        message=message,
-                        room=room,
-                        index=index,
-                        state=Variant.State.STREAMING,
-                        started_at=now,
-                        prompt=prompt,
-                        model=model,
-                    )
-                    message.active_index = index
-                    message.save(update_fields=["active_index"])
-                elif mode == "continue":
-                    variant = message.variants.get(index=message.active_index)
-                    variant.state, variant.started_at, variant.error = Variant.State.STREAMING, now, ""
-                    variant.prompt, variant.model = prompt, model or variant.model
-                    variant.save(
-                        update_fields=["state", "started_at", "error", "prompt", "model", "updated_at"]
-                    )
-                else:
-                    raise ActionRefused(f"Unknown turn mode {mode!r}.")
+        message, variant = _open_variant(room=room, mode=mode, seat=seat, prompt=prompt, model=model, now=now)
     except IntegrityError as exc:
-        raise TurnBusy("A reply is already being written in this room; wait for it or press Stop.") from exc
-    Room.objects.filter(pk=room.pk).update(last_activity=now)
+        # Another generation holds the room. One that died with its process must not hold it for
+        # ever: clear the dead ones and try once more.
+        if not _clear_stale(room):
+            raise TurnBusy(
+                "A reply is already being written in this room; wait for it or press Stop."
+            ) from exc
+        try:
+            message, variant = _open_variant(
+                room=room, mode=mode, seat=seat, prompt=prompt, model=model, now=now
+            )
+        except IntegrityError as again:
+            raise TurnBusy(
+                "A reply is already being written in this room; wait for it or press Stop."
+            ) from again
+    if mode != "reply":  # a reply's new seq already stamped it
+        Room.objects.filter(pk=room.pk).update(last_activity=now)
     events.message_changed(message, created=mode == "reply")
     return variant
+
+
+def _open_variant(
+    *, room: Room, mode: str, seat: Seat | None, prompt: dict | None, model: str, now: dt.datetime
+) -> tuple[Message, Variant]:
+    """Write the streaming variant (in a savepoint: the one-generation constraint may refuse it)."""
+    with transaction.atomic():
+        if mode == "reply":
+            message = Message.objects.create(
+                room=room,
+                seq=_take_seq(room),
+                kind=Message.Kind.CHARACTER,
+                seat=seat,
+                speaker_name=seat.name if seat else NARRATOR,
+            )
+            if seat is not None and seat.speak_next:
+                Seat.objects.filter(pk=seat.pk).update(speak_next=False)
+            variant = Variant.objects.create(
+                message=message,
+                room=room,
+                index=0,
+                state=Variant.State.STREAMING,
+                started_at=now,
+                prompt=prompt,
+                model=model,
+            )
+            return message, variant
+        message = last_message(room)
+        if message is None or message.is_human:
+            raise ActionRefused(f"There is no character reply to {mode}.")
+        if mode == "regenerate":
+            index = message.variants.count()
+            variant = Variant.objects.create(
+                message=message,
+                room=room,
+                index=index,
+                state=Variant.State.STREAMING,
+                started_at=now,
+                prompt=prompt,
+                model=model,
+            )
+            message.active_index = index
+            message.save(update_fields=["active_index"])
+        elif mode == "continue":
+            variant = message.variants.get(index=message.active_index)
+            variant.state, variant.started_at, variant.error = Variant.State.STREAMING, now, ""
+            variant.prompt, variant.model = prompt, model or variant.model
+            variant.save(update_fields=["state", "started_at", "error", "prompt", "model", "updated_at"])
+        else:
+            raise ActionRefused(f"Unknown turn mode {mode!r}.")
+        return message, variant
 
 
 def turn_progress(*, variant_id: int, text: str) -> None:

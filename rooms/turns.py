@@ -12,6 +12,7 @@ import logging
 import random
 import time
 import weakref
+from collections.abc import Callable
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from memory import recaller
 from orbchat.connections.gateway import plain_error
-from rooms import events, services, speakers
+from rooms import events, relay, services, speakers
 from rooms.models import Message, Room, Seat, Variant
 from rooms.options import RoomOptions, room_options
 from rooms.prompting import NoChatModel, TurnPlan, plan_turn
@@ -31,20 +32,23 @@ SAVE_EVERY = 0.5  # seconds between saves of a growing reply
 STOP_POLL = 0.25  # seconds between checks of the Stop flag
 STOP_TTL = 600
 PROVIDER_TIMEOUT = 120.0  # seconds without an answer before a turn is called failed
+# litellm prepares and sends a request in a few milliseconds; the provider may take seconds to
+# answer it. What waits for the request to be out (the recall log) waits this long at most.
+REQUEST_GRACE = 0.02
 
 _running: set[asyncio.Task] = set()  # keep references: the loop holds tasks only weakly
 
 
 class TokenSender:
-    """Send tokens to the room group without ever falling behind the provider.
+    """Send tokens to the room's tabs without ever falling behind the provider.
 
     A token goes out at once when nothing is in flight; tokens that arrive while a send is
     in flight go out together in the next one. With many tabs a send costs more than the gap
     between tokens, and this keeps the delay at about one send instead of a growing queue.
     """
 
-    def __init__(self, group: str, variant: Variant) -> None:
-        self.group = group
+    def __init__(self, variant: Variant) -> None:
+        self.room_id = variant.room_id
         self.message_id = variant.message_id
         self.variant_id = variant.pk
         self.pending: list[str] = []
@@ -57,14 +61,14 @@ class TokenSender:
         self.wake.set()
 
     async def _run(self) -> None:
-        layer = get_channel_layer()
         while True:
             await self.wake.wait()
             self.wake.clear()
             if self.pending:
+                await events.direct_sent()  # the room hears what recall did before any token
                 delta, self.pending = "".join(self.pending), []
-                await layer.group_send(
-                    self.group,
+                await relay.publish(
+                    self.room_id,
                     {
                         "type": "room.token",
                         "message": self.message_id,
@@ -80,6 +84,13 @@ class TokenSender:
         self.closing = True
         self.wake.set()
         await self.task
+
+
+def _keep(task: asyncio.Task) -> asyncio.Task:
+    """Hold a reference to the task until it is done (the loop holds tasks only weakly)."""
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    return task
 
 
 def stop_key(room_id: int) -> str:
@@ -128,9 +139,10 @@ def _begin(
 ) -> tuple[Variant, TurnPlan]:
     """Plan a turn and open its variant. mode "reply" writes as `seat_id` (None: the Narrator).
 
-    `room` and `seat`, when the caller already read them, save reading them again.
+    `room` and `seat`, when the caller already read them, save reading them again. The room
+    hears what recall found at once; the recall is logged once the request is out (`stream`).
     """
-    room = room or Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
+    room = room or room_for_turn(room_id)
     if mode == "reply":
         if seat is None and seat_id is not None:
             seat = Seat.objects.select_related("character").get(pk=seat_id, room=room)
@@ -154,24 +166,45 @@ def _begin(
         room=room, mode=mode, seat=seat, prompt=plan.preview(), model=plan.connection.model
     )
     if plan.recall is not None:
-        _recalled(room, variant, seat, plan.recall)
+        events.memory_recall(room.pk, state=plan.recall.state, count=plan.recall.count)
     return variant, plan
 
 
-def _recalled(room: Room, variant: Variant, seat: Seat | None, outcome: recaller.Outcome) -> None:
-    """Log the reply's recall, show its count to the room and its detail to the host alone."""
-    events.memory_recall(room.pk, state=outcome.state, count=outcome.count)
-    if outcome.state == "off":
-        return
-    recaller.log_save(
-        room_id=room.pk,
-        variant_id=variant.pk,
-        speaker=seat.name if seat else services.NARRATOR,
-        outcome=outcome,
-    )
-    events.recall_detail(room.host_id, room.pk, outcome.detail())
+def room_for_turn(room_id: int) -> Room:
+    """Read the room with what a turn reads of it: host (and the host's Chat model), preset, persona."""
+    room = Room.objects.select_related("host__model_roles__chat", "preset", "persona").get(pk=room_id)
+    room.for_turn = True  # the host's default persona is read once (`services.room_persona`)
+    return room
+
+
+def _recalled(variant: Variant, plan: TurnPlan) -> None:
+    """Log the reply's recall and show its detail to the host alone (the room has its count)."""
+    outcome = plan.recall
+    recaller.log_save(room_id=variant.room_id, variant_id=variant.pk, speaker=plan.speaker, outcome=outcome)
+    events.recall_detail(plan.host_id, variant.room_id, outcome.detail())
     for text in outcome.notices:
-        events.user_notice(room.host_id, text)
+        events.user_notice(plan.host_id, text)
+
+
+async def _log_recall(variant: Variant, plan: TurnPlan) -> None:
+    try:
+        await database_sync_to_async(_recalled)(variant, plan)
+    except Exception:  # a lost log line must not touch the reply
+        log.exception("room %s: could not log the recall", variant.room_id)
+
+
+class _RecallLog:
+    """Log the turn's recall once the provider has the request (or REQUEST_GRACE has passed)."""
+
+    def __init__(self, variant: Variant, plan: TurnPlan) -> None:
+        self.variant, self.plan = variant, plan
+        self.task: asyncio.Task | None = None
+        self.started = plan.recall is None or plan.recall.state == "off"  # nothing to log
+
+    def __call__(self) -> None:
+        if not self.started:
+            self.started = True
+            self.task = _keep(asyncio.create_task(_log_recall(self.variant, self.plan)))
 
 
 def _plan_round(
@@ -208,11 +241,29 @@ def _plan_round(
     return chosen, options, seats
 
 
+def _prepare(room_id: int, before: Callable[[Room], object]) -> None:
+    before(Room.objects.select_related("host", "persona").get(pk=room_id))
+
+
+class _NotPrepared(Exception):
+    """What a round runs first (saving the person's message) failed; the round does not start."""
+
+
 def _open_round(
-    room_id: int, *, from_human: bool, picked: list[int]
+    room_id: int, *, from_human: bool, picked: list[int], before: Callable[[Room], object] | None = None
 ) -> tuple[list[int | None], RoomOptions, tuple[Variant, TurnPlan] | Exception | None]:
-    """Pick the round's speakers and begin the first one's reply (or say why it cannot begin)."""
-    room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
+    """Pick the round's speakers and begin the first one's reply (or say why it cannot begin).
+
+    `before(room)` runs first, in the same trip to the database (the person's message is saved).
+    """
+    try:
+        room = room_for_turn(room_id)
+        if before is not None:
+            before(room)
+    except Exception as exc:
+        if before is None:
+            raise
+        raise _NotPrepared() from exc
     order, options, seats = _plan_round(room_id, from_human=from_human, picked=picked, room=room)
     if not order:
         return order, options, None
@@ -249,46 +300,74 @@ def _rounds_for(room_id: int) -> _Rounds:
     return state
 
 
-async def start_turn(room_id: int, mode: str = "reply", *, picked: list[int] | None = None) -> Variant | None:
+async def start_turn(
+    room_id: int,
+    mode: str = "reply",
+    *,
+    picked: list[int] | None = None,
+    before: Callable[[Room], object] | None = None,
+) -> Variant | None:
     """Answer in the room: "reply" runs a round (every speaker the turn order picks, one after
     another); "regenerate" and "continue" rework the last reply. Refusals become room notices.
+
+    `before(room)` ("reply" only) runs first, in the round's first trip to the database: the
+    person's message is saved there. What it raises is raised here, and no round runs.
 
     A person's message while a round runs ends the auto chain and starts a new round for it once
     the current reply is done, so nothing is refused or lost.
     """
     if mode != "reply":
-        return await _single(room_id, mode)
+        # Room events wait while the reply is planned (`events.hold`).
+        return await _single(room_id, mode, release=events.hold())
     state = _rounds_for(room_id)
-    if state.task is not None and not state.task.done():
+    if before is not None and _round_running(state):
+        await database_sync_to_async(_prepare)(room_id, before)
+        before = None
+    if _round_running(state):
+        # Checked again after any wait: the round answers this request once its reply is done.
         state.picked = list(picked or [])
         state.interrupted.set()
         return None
     first: asyncio.Future = asyncio.get_running_loop().create_future()
     state.picked = list(picked or [])
     state.interrupted.clear()
-    state.task = asyncio.create_task(_run_rounds(room_id, state, first))
-    _running.add(state.task)
-    state.task.add_done_callback(_running.discard)
+    release = events.hold()
+    state.task = _keep(
+        asyncio.create_task(_run_rounds(room_id, state, first, before=before, release=release))
+    )
     return await first
 
 
-async def _single(room_id: int, mode: str, seat_id: int | None = None) -> Variant | None:
+def _round_running(state: _Rounds) -> bool:
+    return state.task is not None and not state.task.done()
+
+
+async def _single(
+    room_id: int, mode: str, seat_id: int | None = None, *, release: Callable[[], None] | None = None
+) -> Variant | None:
     try:
         variant, plan = await database_sync_to_async(_begin)(room_id, mode, seat_id)
     except (services.TurnBusy, services.ActionRefused, NoChatModel) as exc:
+        if release is not None:
+            release()
         await notice(room_id, str(exc))
         return None
-    task = asyncio.create_task(stream(variant, plan))
-    _running.add(task)
-    task.add_done_callback(_running.discard)
+    _keep(asyncio.create_task(stream(variant, plan, release=release)))
     return variant
 
 
-async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> None:
+async def _run_rounds(
+    room_id: int,
+    state: _Rounds,
+    first: asyncio.Future,
+    *,
+    before: Callable[[Room], object] | None = None,
+    release: Callable[[], None] | None = None,
+) -> None:
     """Run a person's round, then the auto chain (if on) until it is done, stopped or interrupted.
 
     A person writing during the chain ends it: their message gets its round, and the chain does
-    not start again until a later message.
+    not start again until a later message. `before` and `release` are for the first round.
     """
     started = time.time()
     auto_done = 0
@@ -298,16 +377,28 @@ async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> No
         while True:
             state.interrupted.clear()
             picked, state.picked = state.picked, []
-            # One trip to the database picks the speakers and opens the first one's reply.
-            order, options, opened = await database_sync_to_async(_open_round)(
-                room_id, from_human=from_human, picked=picked
-            )
+            release = release or events.hold()
+            # One trip to the database saves the person's message (`before`), picks the speakers
+            # and opens the first one's reply.
+            try:
+                order, options, opened = await database_sync_to_async(_open_round)(
+                    room_id, from_human=from_human, picked=picked, before=before
+                )
+            except _NotPrepared as exc:
+                release()
+                if not first.done():
+                    first.set_exception(exc.__cause__)
+                return
+            before = None
+            if isinstance(opened, Exception) or not order:
+                release()
             if isinstance(opened, Exception):
                 await notice(room_id, str(opened))
                 return
             if not order and not first.done():
                 await notice(room_id, "Nobody was picked to answer. Name a character or ask one to speak.")
-            outcome = await _speak_in_turn(room_id, order, state, first, opened)
+            outcome = await _speak_in_turn(room_id, order, state, first, opened, release=release)
+            release = None
             if outcome == "interrupted":
                 auto_allowed = auto_allowed and from_human
                 from_human, auto_done = True, 0
@@ -329,6 +420,12 @@ async def _run_rounds(room_id: int, state: _Rounds, first: asyncio.Future) -> No
     finally:
         if not first.done():
             first.set_result(None)
+        this = asyncio.current_task()
+        if state.interrupted.is_set() and state.task is this and not this.cancelling():
+            # Someone asked for a reply after this round last looked (while it was ending): their
+            # message gets a round of its own, as if it had come a moment later.
+            loop = asyncio.get_running_loop()
+            state.task = _keep(loop.create_task(_run_rounds(room_id, state, loop.create_future())))
 
 
 async def _speak_in_turn(
@@ -337,59 +434,83 @@ async def _speak_in_turn(
     state: _Rounds,
     first: asyncio.Future,
     opened: tuple[Variant, TurnPlan] | None = None,
+    *,
+    release: Callable[[], None] | None = None,
 ) -> str:
     """Let each speaker answer in turn, each seeing the previous one's committed reply.
 
-    `opened` is the first speaker's reply, already begun.
+    `opened` is the first speaker's reply, already begun; `release` ends the hold on room events
+    taken while it was planned.
     """
     for position, seat_id in enumerate(order):
-        if state.interrupted.is_set() and not (position == 0 and opened):
-            return "interrupted"
+        if not (position == 0 and opened):
+            if release is not None:
+                release()
+            if state.interrupted.is_set():
+                return "interrupted"
+            release = events.hold()
         try:
             if position == 0 and opened:
                 variant, plan = opened
             else:
                 variant, plan = await database_sync_to_async(_begin)(room_id, "reply", seat_id)
         except (services.TurnBusy, services.ActionRefused, NoChatModel, Seat.DoesNotExist) as exc:
+            if release is not None:
+                release()
             await notice(
                 room_id, str(exc) if not isinstance(exc, Seat.DoesNotExist) else "That seat is gone."
             )
             return "failed"
         if not first.done():
             first.set_result(variant)
-        state_after = await stream(variant, plan)
+        state_after = await stream(variant, plan, release=release)
+        release = None
         if state_after != Variant.State.DONE:
             return "failed"
     return "interrupted" if state.interrupted.is_set() else "done"
 
 
-async def stream(variant: Variant, plan: TurnPlan) -> str:
+async def stream(variant: Variant, plan: TurnPlan, *, release: Callable[[], None] | None = None) -> str:
     """Stream the reply from the provider into the variant; finish it whatever happens.
 
-    Return the state it ended in (done, stopped or error).
+    Return the state it ended in (done, stopped or error). `release` ends the hold on the
+    room's events (`events.hold`) once the provider has the request: preparing it is the last
+    step of the turn's overhead, and rendering events would compete with it.
     """
     import litellm
 
     room_id = variant.room_id
-    sender = TokenSender(events.room_group(room_id), variant)
+    sender = TokenSender(variant)
     text = variant.text  # "continue" appends to what is there
     state, finish_reason, error = Variant.State.DONE, "", ""
     usage = {}
     first_token_at = None
     last_save = last_poll = time.monotonic()
     started = time.time()
+    recall_log = _RecallLog(variant, plan)
+
+    def request_out() -> None:
+        recall_log()
+        if release is not None:
+            release()
+
+    grace = asyncio.get_running_loop().call_later(REQUEST_GRACE, request_out)
     try:
-        response = await litellm.acompletion(
-            model=plan.target.model,
-            messages=plan.prompt.messages,
-            api_base=plan.target.api_base,
-            api_key=plan.target.api_key,
-            stream=True,
-            stream_options={"include_usage": True},
-            num_retries=0,
-            timeout=PROVIDER_TIMEOUT,
-            **{**plan.target.extra, **plan.params},
-        )
+        try:
+            response = await litellm.acompletion(
+                model=plan.target.model,
+                messages=plan.prompt.messages,
+                api_base=plan.target.api_base,
+                api_key=plan.target.api_key,
+                stream=True,
+                stream_options={"include_usage": True},
+                num_retries=0,
+                timeout=PROVIDER_TIMEOUT,
+                **{**plan.target.extra, **plan.params},
+            )
+        finally:
+            grace.cancel()
+            request_out()
         async for chunk in response:
             if getattr(chunk, "usage", None):
                 usage = {"prompt": chunk.usage.prompt_tokens, "completion": chunk.usage.completion_tokens}
@@ -424,6 +545,9 @@ async def stream(variant: Variant, plan: TurnPlan) -> str:
         log.info("turn in room %s failed: %s", room_id, error)
     finally:
         await sender.close()
+        if recall_log.task is not None:
+            # The log points at the variant, which a failed reply removes: it goes first.
+            await asyncio.gather(recall_log.task, return_exceptions=True)
         await database_sync_to_async(services.turn_finish)(
             variant_id=variant.pk,
             text=text,

