@@ -193,12 +193,25 @@ def _vectors_for(
     return {item.key: found[keys[item.key]] for item in items}
 
 
+def _scope_names(room: Room, seat: Seat | None) -> list[str]:
+    """The memory sets a speaker reads: the shared one, and its own when each has its own."""
+    if seat is None or not personal_memory_on(room):
+        return [SHARED]
+    return [SHARED, seat_scope(seat.pk)]
+
+
 def _scopes(room: Room, seat: Seat | None, upto: int, t: blocks.Tuning) -> tuple[list[str], set[int] | None]:
     """The scopes a speaker reads and the tier-0 blocks it witnessed (None: no presence filter)."""
-    if seat is None or not personal_memory_on(room):
-        return [SHARED], None
+    scopes = _scope_names(room, seat)
+    if len(scopes) == 1:
+        return scopes, None
     intervals = list(Presence.objects.filter(seat=seat).values_list("joined_seq", "left_seq"))
-    return [SHARED, seat_scope(seat.pk)], blocks.witnessed_blocks(intervals, tier=0, t=t, upto=upto)
+    return scopes, blocks.witnessed_blocks(intervals, tier=0, t=t, upto=upto)
+
+
+def written_for(room: Room, seat: Seat | None) -> int:
+    """How many memories `seat` (None: the Narrator) could read; 0: nothing is written yet."""
+    return _total(room.pk, _scope_names(room, seat))
 
 
 def recall_for(
@@ -210,10 +223,12 @@ def recall_for(
     budget: int,
     count: Callable[[str], int],
     tuning=None,
+    total: int | None = None,
 ) -> Outcome:
     """Recall for a reply by `seat` (None: the Narrator) from everything before `live_start`.
 
     `query_texts` are the recent messages, newest last; the last `query_window` form the query.
+    `total`, when the caller has counted it (`written_for`), is not counted again.
     Never raises for a provider problem: failures become notices in the outcome.
     """
     started = time.perf_counter()
@@ -233,7 +248,7 @@ def recall_for(
         seat_id=seat.pk if seat else None,
     )
     scopes, witnessed = _scopes(room, seat, live_start, t)
-    total = _total(room.pk, scopes)
+    total = _total(room.pk, scopes) if total is None else total
     if total == 0:  # nothing written yet (a young chat, or memory never built): nothing to read
         outcome.ms = (time.perf_counter() - started) * 1000
         return outcome

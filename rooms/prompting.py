@@ -166,7 +166,8 @@ def plan_turn(
     """Decide the prompt and parameters of one turn, as the room's host.
 
     `seat` None is the Narrator (Narrator reply mode): every card is in the prompt.
-    `on_recalling` is called just before memory recall runs (the room's icon says so).
+    `on_recalling` is called just before memory recall runs, when there is memory to read (the
+    room's icon says so).
     """
     connection = _chat_connection(room)
     if connection is None:
@@ -335,15 +336,17 @@ def _with_memory(
     tuning = tuning_get()
     if not memory_on(room, tuning) or tuning.mode == recall.OFF:
         return prompt, recaller.Outcome(state="off")
-    if on_recalling is not None:
+    total = recaller.written_for(room, seat)
+    if on_recalling is not None and total:
         on_recalling()
     history = prompt_input.history
     query_texts = [h.text for h in history if not h.hidden]
     reserve = int(prompt_input.context_size * tuning.budget_share)
     # When everything fits, the prompt as it is gives the live window (recall will find nothing
-    # before it); otherwise the window is the one left beside the reserved memory budget.
+    # before it); so does a chat with no memory written yet, whose prompt goes out as it is.
+    # Otherwise the window is the one left beside the reserved memory budget.
     fitted = prompt
-    if prompt.history_dropped:
+    if prompt.history_dropped and total:
         fitted = assemble.assemble(replace(prompt_input, max_tokens=prompt_input.max_tokens + reserve))
     live_start = fitted.history_kept[0] if fitted.history_kept else room.next_seq
     outcome = recaller.recall_for(
@@ -354,6 +357,7 @@ def _with_memory(
         budget=reserve,
         count=prompt_input.count_tokens,
         tuning=tuning,
+        total=total,
     )
     if not outcome.text:
         return prompt, outcome

@@ -149,7 +149,9 @@ async def test_recall_news_from_the_database_thread_is_sent_in_order_without_wai
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.asyncio
-async def test_the_reply_streams_after_the_room_hears_the_message_and_recall(room, host, connected, fake_llm):
+async def test_the_reply_streams_after_the_room_hears_the_message_and_what_recall_found(
+    room, host, connected, fake_llm
+):
     fake_llm.script(Reply("The tide is out.", token_delay=0.0))
     socket = await open_socket(host, room.pk)
     await socket.send_json_to({"type": "send", "text": "Is the tide in?"})
@@ -159,6 +161,8 @@ async def test_the_reply_streams_after_the_room_hears_the_message_and_recall(roo
     )
     kinds = [f["type"] for f in seen if f["type"] in ("recall", "token")]
     assert "recall" in kinds and "token" in kinds
+    # Nothing is written yet in this young chat: no "recalling", just the count (none).
+    assert [(f["state"], f["count"]) for f in seen if f["type"] == "recall"] == [("done", 0)]
     assert max(i for i, k in enumerate(kinds) if k == "recall") < kinds.index("token")
     assert any(f["type"] == "message" and "Is the tide in?" in f["html"] for f in seen)
     await settle()

@@ -91,7 +91,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--out", required=True, help="Where to write the JSON results.")
-        parser.add_argument("--turns", type=int, default=30, help="Measured turns per history size.")
+        parser.add_argument("--turns", type=int, default=100, help="Measured turns per history size.")
         parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
 
     def handle(self, *args, out: str, turns: int, sizes: str, **options) -> None:
