@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from memory import services as memory
 from orbchat.accounts.models import User
 from rooms import events
 from rooms.models import Invite, Member, Room
@@ -179,7 +180,8 @@ def host_offer(*, room: Room, user_id: int | None) -> Room:
 def host_accept(*, room: Room, user: User) -> Room:
     """Become host of a room whose host offered it; the old host stays as a member.
 
-    The room's persona and preset belonged to the old host, so the new host's defaults apply.
+    The room's persona and preset belonged to the old host, so the new host's defaults apply;
+    its memory moves to the new host's index (`memory.services.room_rehosted`).
     """
     room = Room.objects.select_for_update().get(pk=room.pk)
     if room.host_offer_to_id != user.pk:
@@ -194,5 +196,6 @@ def host_accept(*, room: Room, user: User) -> Room:
     room.persona = None
     room.preset = None
     room.save(update_fields=["host", "host_offer_to", "persona", "preset"])
+    memory.room_rehosted(room_id=room.pk, old_host_id=old_host)
     events.people_changed(room.pk, f"{user.username} is now the host.", reload=True)
     return room

@@ -553,6 +553,27 @@ def _forget_vectors_later(host_id: int, memory_ids: list[str], scene_ids: list[s
     _send(lambda: tasks.forget_vectors.delay(host_id, memory_ids, scene_ids))
 
 
+def room_rehosted(*, room_id: int, old_host_id: int) -> None:
+    """The room has a new host: move its memory into the new host's index.
+
+    Vectors live in their host's collections, embedded with that host's model: the old host's
+    copies go, and the worker embeds the room's memories and scenes again for the new host
+    (with the new host's model). Call inside the transaction that changed the host.
+    """
+    memory_ids, scene_ids = room_vector_ids(room_id)
+    Summary.objects.filter(room_id=room_id).update(indexed_hash="")
+    Scene.objects.filter(room_id=room_id).update(indexed_hash="")
+    transaction.on_commit(lambda: _forget_vectors_later(old_host_id, memory_ids, scene_ids))
+    enqueue_catch_up(room_id)
+
+
+def room_vector_ids(room_id: int) -> tuple[list[str], list[str]]:
+    """The ids of a room's memories and scenes in the vector index."""
+    summaries = Summary.objects.filter(room_id=room_id).only("room_id", "scope", "tier", "block")
+    blocks_ = Scene.objects.filter(room_id=room_id).values_list("block", flat=True)
+    return [index.memory_id(s) for s in summaries], [index.scene_id(room_id, b) for b in blocks_]
+
+
 def enqueue_catch_up(room_id: int) -> None:
     """Ask the worker to catch the room's memory up, once the current transaction commits."""
     from memory import tasks

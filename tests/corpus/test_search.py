@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from corpus import ranking, search
-from memory import index, services
+from memory import index, services, tasks
 from memory.models import Summary
 from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
@@ -157,18 +157,39 @@ def test_another_hosts_room_is_never_returned_even_when_it_matches_better(host, 
     }
 
 
-def test_a_room_the_user_is_only_a_member_of_is_never_returned(host, room):
-    other = make_user(actor=host, username="other")
-    invite = members.invite_user_create(room=room, by=host, username="other")
+def hand_over(room, host, username: str):
+    """Make `username` a member, then the host; return them."""
+    other = make_user(actor=host, username=username)
+    invite = members.invite_user_create(room=room, by=host, username=username)
     members.invite_accept(invite=invite, user=other)
     members.host_offer(room=room, user_id=other.pk)
     members.host_accept(room=room, user=other)
-    # The room's vectors are still in the old host's index; the query's filter leaves them out.
+    return other
+
+
+def test_a_room_the_user_is_only_a_member_of_is_never_returned(host, room):
+    hand_over(room, host, "other")
+    # Before the worker has moved the room's vectors, the query's room filter leaves them out.
     mine = story(new_room(host, "Ilse"), 32)
     results = search.search(host, target="scenes", q="the wreck of the Saint Quillon", limit=50)
     assert results.hits and {hit.room_id for hit in results.hits} == {mine.pk}
     assert not search.search(host, target="memories", q="Quillon", room_ids=[room.pk]).hits
-    assert not search.search(other, target="scenes", q="Quillon").hits  # not in their index yet
+
+
+def test_a_handed_over_room_moves_to_the_new_hosts_index(host, room):
+    old_generation = index.reading_generation(host)
+    ids = services.room_vector_ids(room.pk)
+    assert index.index_records(old_generation, "scenes", ids[1])
+    other = hand_over(room, host, "other")
+    assert not search.search(other, target="scenes", q="the wreck of the Saint Quillon").hits
+    # What the worker does after the hand-over: index for the new host, forget the old copies.
+    services.catch_up(room.pk)
+    tasks.forget_vectors(host.pk, *ids)
+    found = search.search(other, target="scenes", q="the wreck of the Saint Quillon")
+    assert found.hits and covers(found.hits[0], QUILLON_AT) and found.hits[0].room_id == room.pk
+    assert search.search(other, target="memories", q="Quillon", room_ids=[room.pk]).hits
+    assert not index.index_records(old_generation, "scenes", ids[1])
+    assert not index.index_records(old_generation, "memories", ids[0])
 
 
 def test_no_index_yet_says_so(db):
