@@ -434,14 +434,21 @@ def scene_text(lines: list[Line]) -> str:
 def index_scenes(
     room: Room, *, fresh_start: int, t: blocks.Tuning, generations, beat: Callable[[], None] | None = None
 ) -> int:
-    """Embed transcript chunks (one per tier-0 block) as they age out of the fresh window."""
+    """Embed transcript chunks (one per tier-0 block) as they age out of the fresh window.
+
+    A block whose chunk is indexed is not read again: a change to its messages clears the
+    chunk's indexed hash (`messages_changed`, a new block size, a new host), so each run reads
+    only new and changed blocks, not the whole chat.
+    """
     last_block = fresh_start // t.block_size  # blocks before this one are complete
     known = {s.block: s for s in Scene.objects.filter(room=room)}
     todo: list[tuple[Scene, str, str]] = []
     for block in range(last_block):
+        scene = known.get(block)
+        if scene is not None and scene.indexed_hash and scene.indexed_hash == scene.text_hash:
+            continue
         start, end = blocks.block_range(0, block, t)
         lines = _lines(room, start, end)
-        scene = known.get(block)
         if not lines:
             if scene is not None:
                 index.delete_scenes(generations, [index.scene_id(room.pk, block)])
@@ -498,6 +505,9 @@ def messages_changed(*, room_id: int, seqs: list[int]) -> None:
     for tier, block in blocks.blocks_touching(seqs, t):
         match |= Q(tier=tier, block=block)
     Summary.objects.filter(match, room_id=room_id).exclude(source=Summary.Source.PERSON).update(stale=True)
+    # Their transcript chunks are read and embedded again by the next catch-up.
+    chunks = {block for tier, block in blocks.blocks_touching(seqs, t) if tier == 0}
+    Scene.objects.filter(room_id=room_id, block__in=chunks).update(indexed_hash="")
     enqueue_catch_up(room_id)
 
 
@@ -593,8 +603,16 @@ def _send(publish: Callable[[], object]) -> None:
 
 @transaction.atomic
 def tuning_update(*, form) -> MemoryTuning:
-    """Save validated Memory tuning (a ModelForm over the one row)."""
-    return form.save()
+    """Save validated Memory tuning (a ModelForm over the one row).
+
+    A new block size cuts every chat's transcript chunks anew: each is read again on the next
+    catch-up (`index_scenes`).
+    """
+    before = tuning_get().block_size
+    tuning = form.save()
+    if tuning.block_size != before:
+        Scene.objects.update(indexed_hash="")
+    return tuning
 
 
 @transaction.atomic

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
+from django.forms.models import model_to_dict
+from django.test.utils import CaptureQueriesContext
 
 from memory import index, services
+from memory.forms import MemoryTuningForm
 from memory.models import Scene, Summary, seat_scope
 from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
@@ -181,6 +185,51 @@ def test_summaries_and_scenes_reach_the_vector_index_once(room):
     services.catch_up(room.pk)
     assert memories.count() == 5 and scenes.count() == 4  # replaced, not duplicated
     assert Scene.objects.filter(room=room).count() == 4
+
+
+def chunk_text(room, block: int) -> str:
+    generation = index.reading_generation(room.host)
+    return index.index_records(generation, "scenes", [index.scene_id(room.pk, block)])[
+        index.scene_id(room.pk, block)
+    ][0]
+
+
+def catch_up_reads(room) -> int:
+    """Run a catch-up; return how many times it read a stretch of messages."""
+    with CaptureQueriesContext(connection) as queries:
+        services.catch_up(room.pk)
+    return sum(1 for q in queries if q["sql"].startswith("SELECT") and 'FROM "rooms_message"' in q["sql"])
+
+
+def test_a_catch_up_reads_only_new_and_changed_stretches_however_long_the_chat(room, host):
+    story_room(room, 40)
+    services.catch_up(room.pk)
+    longer = room_services.room_create_from_character(host=host, character=room.seats.get().character)
+    story_room(longer, 400)
+    services.catch_up(longer.pk)
+    # After one more message, a chat ten times longer reads no more of its history.
+    reads = []
+    for chat in (room, longer):
+        room_services.message_create(room=chat, author=host, text="The lamp gutters.")
+        reads.append(catch_up_reads(chat))
+    assert reads[0] == reads[1]
+    room_services.message_edit(message=longer.messages.get(seq=5), text="Rewritten line about the fog bell.")
+    assert catch_up_reads(longer) == reads[1] + 2  # the edited stretch: for its summary, for its chunk
+    assert "fog bell" in chunk_text(longer, 0)
+
+
+def test_a_new_block_size_cuts_the_transcript_chunks_anew(room):
+    story_room(room, 40)
+    services.catch_up(room.pk)
+    before = chunk_text(room, 0)
+    tuning = services.tuning_get()
+    form = MemoryTuningForm(data={**model_to_dict(tuning), "block_size": 4}, instance=tuning)
+    assert form.is_valid(), form.errors
+    services.tuning_update(form=form)
+    services.catch_up(room.pk)
+    after = chunk_text(room, 0)
+    assert before.count("\n#") == 7 and after.count("\n#") == 3  # 8 messages a chunk, then 4
+    assert Scene.objects.get(room=room, block=0).seq_to == 3
 
 
 def test_personal_sets_follow_presence(room, host):
