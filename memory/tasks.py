@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 
 import redis
+import redis.lock
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -36,11 +37,34 @@ def cancel_key(room_id: int) -> str:
     return f"orbchat:memory-cancel:{room_id}"
 
 
+class LockLost(Exception):
+    """Another run took the room while this one was in a step longer than the lock's life."""
+
+
+def _heartbeat(lock: redis.lock.Lock, ttl: int) -> Callable[[], None]:
+    """Keep `lock` for `ttl` more seconds; take it again if a slow step outlived it.
+
+    One step can outlast the lock (loading the embedding model in a cold worker, a slow model
+    call): when nobody took the room meanwhile, the run takes the lock again and goes on;
+    otherwise it stops (`LockLost`) and leaves the room to the run that has it.
+    """
+
+    def beat() -> None:
+        try:
+            lock.extend(ttl, replace_ttl=True)
+        except redis.exceptions.LockNotOwnedError:
+            if not lock.acquire(blocking=False):
+                raise LockLost() from None
+
+    return beat
+
+
 def locked_runs(room_id: int, work: Callable[[Callable[[], None]], object]) -> bool:
     """Run `work` for the room under its lock, again while new requests arrived; False if busy.
 
     `work` gets a heartbeat to call as it goes: the lock lives MEMORY_LOCK_TTL seconds past the
-    last beat, so a killed worker's lock soon expires and the next run catches up.
+    last beat, so a killed worker's lock soon expires and the next run catches up. A run that
+    loses the room to another mid-way also answers False: the other run carries on.
     """
     ttl = settings.MEMORY_LOCK_TTL
     client = _redis()
@@ -54,8 +78,12 @@ def locked_runs(room_id: int, work: Callable[[Callable[[], None]], object]) -> b
             return ran  # the holder sees the dirty mark and runs again
         try:
             while client.getdel(dirty_key(room_id)):
-                work(lambda held=lock: held.extend(ttl, replace_ttl=True))
+                work(_heartbeat(lock, ttl))
                 ran = True
+        except LockLost:
+            log.warning("memory lock of room %s was taken by another run; leaving the room to it", room_id)
+            client.set(dirty_key(room_id), "1", ex=max(ttl, 60))  # what this run missed, the other does
+            return False
         finally:
             try:
                 lock.release()

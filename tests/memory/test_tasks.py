@@ -48,6 +48,39 @@ def finish_a_reply(room) -> None:
     )
 
 
+def test_a_step_longer_than_the_lock_goes_on_when_nobody_took_the_room(settings):
+    settings.MEMORY_LOCK_TTL = 1
+    beats = []
+
+    def work(beat) -> None:
+        time.sleep(1.5)  # e.g. a cold worker loading the embedding model: the lock expires
+        beat()
+        beats.append("took it again")
+
+    assert tasks.locked_runs(9101, work) and beats == ["took it again"]
+    assert not tasks._redis().exists(tasks.lock_key(9101))  # released at the end
+
+
+def test_a_run_that_lost_the_room_to_another_stops_and_leaves_it_to_that_run(settings):
+    settings.MEMORY_LOCK_TTL = 1
+    other = tasks._redis().lock(tasks.lock_key(9102), timeout=30)
+    after_beat = []
+
+    def work(beat) -> None:
+        time.sleep(1.5)
+        assert other.acquire(blocking=False)  # another run takes the room meanwhile
+        beat()
+        after_beat.append("went on")
+
+    try:
+        assert tasks.locked_runs(9102, work) is False and after_beat == []
+        assert other.owned()  # untouched
+        assert tasks._redis().exists(tasks.dirty_key(9102))  # the other run looks again
+    finally:
+        other.release()
+        tasks._redis().delete(tasks.dirty_key(9102))
+
+
 def test_a_committed_reply_gets_its_summary_from_the_worker(room, celery_worker):
     story_room(room, 15)
     finish_a_reply(room)  # message 16 of 16: block 0 is now complete
