@@ -76,19 +76,22 @@ def locked_runs(room_id: int, work: Callable[[Callable[[], None]], object]) -> b
         lock = client.lock(lock_key(room_id), timeout=ttl, blocking=False)
         if not lock.acquire():
             return ran  # the holder sees the dirty mark and runs again
+        lost = False
         try:
             while client.getdel(dirty_key(room_id)):
                 work(_heartbeat(lock, ttl))
                 ran = True
         except LockLost:
+            lost = True
             log.warning("memory lock of room %s was taken by another run; leaving the room to it", room_id)
             client.set(dirty_key(room_id), "1", ex=max(ttl, 60))  # what this run missed, the other does
             return False
         finally:
-            try:
-                lock.release()
-            except redis.exceptions.LockError:
-                log.warning("memory lock of room %s expired while working", room_id)
+            if not lost:  # a lost lock is the other run's now
+                try:
+                    lock.release()
+                except redis.exceptions.LockError:
+                    log.warning("memory lock of room %s expired while working", room_id)
     return ran
 
 

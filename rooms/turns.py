@@ -186,13 +186,6 @@ def _recalled(variant: Variant, plan: TurnPlan) -> None:
         events.user_notice(plan.host_id, text)
 
 
-async def _log_recall(variant: Variant, plan: TurnPlan) -> None:
-    try:
-        await database_sync_to_async(_recalled)(variant, plan)
-    except Exception:  # a lost log line must not touch the reply
-        log.exception("room %s: could not log the recall", variant.room_id)
-
-
 class _RecallLog:
     """Log the turn's recall once the provider has the request (or REQUEST_GRACE has passed)."""
 
@@ -204,7 +197,13 @@ class _RecallLog:
     def __call__(self) -> None:
         if not self.started:
             self.started = True
-            self.task = _keep(asyncio.create_task(_log_recall(self.variant, self.plan)))
+            self.task = _keep(asyncio.create_task(self._log()))
+
+    async def _log(self) -> None:
+        try:
+            await database_sync_to_async(_recalled)(self.variant, self.plan)
+        except Exception:  # a lost log line must not touch the reply
+            log.exception("room %s: could not log the recall", self.variant.room_id)
 
 
 def _plan_round(
@@ -242,7 +241,7 @@ def _plan_round(
 
 
 def _prepare(room_id: int, before: Callable[[Room], object]) -> None:
-    before(Room.objects.select_related("host", "persona").get(pk=room_id))
+    before(room_for_turn(room_id))
 
 
 class _NotPrepared(Exception):
