@@ -3,7 +3,7 @@
 LoCoMo loading and normalising (turns, dates, observations, QA with evidence ids made sound),
 the two metrics (answer containment, evidence coverage), the baselines over plain lists (BM25,
 dense ranking, aligned 8-turn chunks, recency), filling a word budget by rank, percentiles and
-the printed table.
+the printed tables.
 """
 
 from __future__ import annotations
@@ -359,7 +359,13 @@ def format_table(systems: dict[str, dict]) -> str:
                 num(r["latency_ms"]["p95"], 1),
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return aligned(rows)
+
+
+def aligned(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of cells as plain text: the first column to the left, the others to the right, a rule
+    under the first row (the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for index, row in enumerate(rows):
         cells = [row[0].ljust(widths[0])] + [

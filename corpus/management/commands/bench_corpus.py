@@ -26,18 +26,15 @@ import json
 import os
 import random
 import re
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 from django.core.management.base import CommandError
-from django.db import connection
 
 from corpus import ranking
 from memory import benchmark as bench
 from memory.management.commands import bench_recall
+from orbchat import benchkit
 
 # (fusion, asked in the question's own room?)
 VARIANTS: dict[str, tuple[ranking.Fusion, bool]] = {
@@ -89,6 +86,7 @@ GIBBERISH = 30  # random letter strings
 
 class Command(bench_recall.Command):
     help = "Benchmark Corpus search on LoCoMo (hit@10 per category) and at scale (latency); table + JSON."
+    label = "bench_corpus"
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--data", required=True, help="locomo10.json (or a file shaped like it)")
@@ -103,25 +101,14 @@ class Command(bench_recall.Command):
         parser.add_argument("--scale-queries", type=int, default=200)
 
     def handle(self, *args, data: str, out: str, **options) -> None:
-        from memory import vectorstore
-
         started = time.perf_counter()
         self.data = Path(data)
-        conversations = bench.load_locomo(data)
-        if options["conversations"]:
-            conversations = conversations[: options["conversations"]]
+        conversations = bench.load_locomo(data)[: options["conversations"] or None]
         names = [n for n in options["variants"].split(",") if n] or list(VARIANTS)
         unknown = set(names) - set(VARIANTS)
         if unknown:
             raise CommandError(f"unknown variants: {', '.join(sorted(unknown))}")
-        self.children: list[subprocess.Popen] = []
-        self.folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-corpus-"))
-        self.users: list = []
-        try:
-            try:
-                vectorstore.heartbeat()
-            except Exception:  # noqa: BLE001 - no Chroma answering: start a private one
-                self._start_chroma()
+        with self._services("orbchat-bench-corpus-"):
             results = self._quality(
                 conversations, options["questions"], names, options["memories"], options["dump"]
             )
@@ -130,14 +117,8 @@ class Command(bench_recall.Command):
                     conversations, options["scale_rooms"], options["scale_messages"], options["scale_queries"]
                 )
                 results["search_ms"] = results["scale"]["search_ms"]
-        finally:
-            self._clean_up()
-            for child in self.children:
-                child.terminate()
-                child.wait(timeout=20)
         results["wall_s"] = round(time.perf_counter() - started, 1)
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(results, indent=2))
+        benchkit.write_json(out, results)
         self.stdout.write(format_table(results["variants"]))
         self.stdout.write(f"questions with evidence: {results['n_questions']}")
         for target, chosen in results["closeness"].items():
@@ -156,10 +137,6 @@ class Command(bench_recall.Command):
                 f"after a new scene {scale['after_new_scene_ms']} ms"
             )
         self.stdout.write(f"wrote {out} in {results['wall_s']:.0f} s")
-
-    def progress(self, text: str) -> None:
-        sys.stderr.write(f"[bench_corpus] {text}\n")
-        sys.stderr.flush()
 
     # Part 1: quality --------------------------------------------------------------------------------
 
@@ -277,7 +254,7 @@ class Command(bench_recall.Command):
         from memory.services import block_tuning, scene_text, tuning_get
         from orbchat.library import services as library
         from rooms import services as rooms
-        from rooms.models import Message, Room, Variant
+        from rooms.models import Room
 
         t = block_tuning(tuning_get())
         source_user = self.users[0]
@@ -300,7 +277,6 @@ class Command(bench_recall.Command):
             card = {"name": f"Keeper {number}", "description": "A friend.", "first_mes": ""}
             character = library.character_create(owner=user, card=card)
             room = rooms.room_create_from_character(host=user, character=character)
-            seat = room.seats.get()
             blocks = -(-per_room // t.block_size)
             picks = [rng.randrange(len(pool)) for _ in range(blocks)]
             lines: list[tuple[int, str, str]] = []  # (seq, speaker, text)
@@ -309,30 +285,18 @@ class Command(bench_recall.Command):
                     lines.append((block * t.block_size + offset, *line))
             lines = [line for line in lines if line[0] < per_room]
             when = start + dt.timedelta(days=number * 7)
-            made = Message.objects.bulk_create(
-                [
-                    Message(
-                        room=room,
-                        seq=seq,
-                        kind=Message.Kind.CHARACTER if seq % 2 else Message.Kind.HUMAN,
-                        author=None if seq % 2 else user,
-                        seat=seat if seq % 2 else None,
-                        speaker_name=speaker,
-                    )
-                    for seq, speaker, _ in lines
-                ],
-                batch_size=1000,
+            text_of = {seq: text for seq, _, text in lines}
+            speaker_of = {seq: speaker for seq, speaker, _ in lines}
+            benchkit.bulk_history(
+                room,
+                list(text_of),
+                text_for=text_of.get,
+                tokens=30,
+                speaker_for=speaker_of.get,
+                person_odd=False,
+                next_seq=per_room,
+                batch=1000,
             )
-            if not made or made[0].pk is None:
-                made = list(Message.objects.filter(room=room).order_by("seq"))
-            Variant.objects.bulk_create(
-                [
-                    Variant(message=m, room=room, index=0, text=text, tokens=30)
-                    for m, (_, _, text) in zip(made, lines, strict=True)
-                ],
-                batch_size=1000,
-            )
-            Room.objects.filter(pk=room.pk).update(next_seq=per_room)
             by_block: dict[int, list[tuple[int, str, str]]] = {}
             for line in lines:
                 by_block.setdefault(line[0] // t.block_size, []).append(line)
@@ -371,9 +335,7 @@ class Command(bench_recall.Command):
                     f"scale: {number + 1}/{rooms_n} rooms, {total_scenes:,} scenes, "
                     f"{time.perf_counter() - clock:.0f} s"
                 )
-        if connection.vendor == "sqlite":
-            with connection.cursor() as cursor:
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        benchkit.settle()
         built_s = time.perf_counter() - clock
 
         questions = [qa.question for c in conversations for qa in c.questions]
@@ -436,9 +398,9 @@ class Command(bench_recall.Command):
             "first_ms": round(first.ms, 1),
             "after_new_scene_ms": round(after_change.ms, 1),
             "load_average": [round(x, 2) for x in os.getloadavg()],  # the machine is shared
-            "search_ms": _ms(latencies),
-            "filtered_search_ms": _ms(filtered),
-            "with_host_clause_search_ms": _ms(with_host),
+            "search_ms": benchkit.summary(latencies),
+            "filtered_search_ms": benchkit.summary(filtered),
+            "with_host_clause_search_ms": benchkit.summary(with_host),
             "stage_ms_p50": {name: round(bench.percentile(v, 50), 1) for name, v in stages.items()},
             "stage_ms_p95": {name: round(bench.percentile(v, 95), 1) for name, v in stages.items()},
         }
@@ -499,15 +461,11 @@ def _record(category: str, found, evidence: list[int]) -> dict:
     }
 
 
-def _ms(values: list[float]) -> dict:
-    return {"p50": round(bench.percentile(values, 50), 1), "p95": round(bench.percentile(values, 95), 1)}
-
-
 def _summary(rows: list[dict]) -> dict:
     return {
         "hit_at_10": bench.by_category((r["category"], 1.0 if r["hit"] else 0.0) for r in rows),
         "close": bench.by_category((r["category"], 1.0 if r["close"] else 0.0) for r in rows),
-        "ms": _ms([r["ms"] for r in rows]),
+        "ms": benchkit.summary([r["ms"] for r in rows]),
         "n": len(rows),
     }
 
@@ -581,14 +539,4 @@ def format_table(variants: dict[str, dict]) -> str:
                 f"{v['ms']['p95']:.1f}",
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = []
-    for number, row in enumerate(rows):
-        lines.append(
-            "  ".join(
-                [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-            )
-        )
-        if number == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return bench.aligned(rows)

@@ -8,18 +8,13 @@ same run, on the same texts — the raw embedding model. Prints a table and writ
 from __future__ import annotations
 
 import json
-import os
 import random
 import resource
-import secrets
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
-from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
+from django.core.management.base import BaseCommand
+
+from orbchat import benchkit
 
 NAMES = ["Maren", "Tobin", "Harrow", "Ilse", "Corwin", "Esk", "Wren", "Dunmore"]
 PLACES = ["the lighthouse", "Inchfallow", "the customs house", "the seal rocks", "the fog bell", "the ferry"]
@@ -49,102 +44,32 @@ class Command(BaseCommand):
         parser.add_argument("--messages", type=int, default=10_000)
 
     def handle(self, *args, out: str, messages: int, **options) -> None:
-        from memory import vectorstore
-
-        self.children: list[subprocess.Popen] = []
-        self.folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-"))
-        try:
-            try:
-                vectorstore.heartbeat()
-            except Exception:  # noqa: BLE001 - no Chroma answering: start a private one
-                self._start_chroma()
+        with benchkit.Children() as children:
+            children.ensure_chroma()
             results = self._run(messages)
-        finally:
-            for child in self.children:
-                child.terminate()
-                child.wait(timeout=20)
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(results, indent=2))
+        benchkit.write_json(out, results)
         self._print(results)
         self.stdout.write(f"wrote {out}")
 
-    def _start_chroma(self) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        chroma = Path(settings.BASE_DIR) / ".venv" / "bin" / "chroma"
-        log = open(self.folder / "chroma.log", "wb")  # noqa: SIM115 - the child owns it
-        self.children.append(
-            subprocess.Popen(
-                [str(chroma), "run", "--path", str(self.folder / "chroma"), "--port", str(port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "RUST_LOG": "warn"},
-            )
-        )
-        settings.CHROMA_URL = f"http://127.0.0.1:{port}"
-        from memory import vectorstore
-
-        for _ in range(300):
-            try:
-                vectorstore.heartbeat()
-                return
-            except Exception:  # noqa: BLE001
-                time.sleep(0.1)
-        raise CommandError("the private Chroma server did not start")
-
     def _room(self, user, character, size: int):
         from rooms import services
-        from rooms.models import Message, Room, Variant
 
         rng = random.Random(size)
         room = services.room_create_from_character(host=user, character=character)
-        seat = room.seats.get()
-        for start in range(1, size, 5_000):
-            seqs = range(start, min(size, start + 5_000))
-            made = Message.objects.bulk_create(
-                [
-                    Message(
-                        room=room,
-                        seq=seq,
-                        kind=Message.Kind.HUMAN if seq % 2 else Message.Kind.CHARACTER,
-                        author=user if seq % 2 else None,
-                        seat=None if seq % 2 else seat,
-                        speaker_name="Traveller" if seq % 2 else character.name,
-                    )
-                    for seq in seqs
-                ]
-            )
-            if made[0].pk is None:
-                made = list(Message.objects.filter(room=room, seq__in=seqs).order_by("seq"))
-            Variant.objects.bulk_create(
-                [
-                    Variant(message=m, room=room, index=0, text=message_text(rng, m.seq), tokens=40)
-                    for m in made
-                ]
-            )
-        Room.objects.filter(pk=room.pk).update(next_seq=size)
-        if connection.vendor == "sqlite":
-            with connection.cursor() as cursor:
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        benchkit.bulk_history(room, range(1, size), text_for=lambda seq: message_text(rng, seq), tokens=40)
+        benchkit.settle()
         return room
 
     def _run(self, size: int) -> dict:
         from memory import index, services
         from memory.models import Scene
-        from orbchat.accounts.models import User
         from orbchat.connections import embedder
         from orbchat.connections import services as connections
         from orbchat.library import services as library
         from tests.fakes.llm import FakeLLM, Reply
 
-        user = User.objects.create_user(
-            username=f"bench-{secrets.token_hex(4)}", password=secrets.token_hex(16)
-        )
+        user = benchkit.bench_user("bench")
         try:
-            library.preset_default_create(owner=user)
             card = {"name": "Maren", "description": "Keeper of the light.", "first_mes": "Welcome."}
             character = library.character_create(owner=user, card=card)
             embedder.embed(["warm up"])  # load the model before the clock starts

