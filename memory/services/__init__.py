@@ -79,24 +79,18 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Row:
-    seq: int
-    hidden: bool
-    speaker: str
-    kind: str
-    seat_id: int | None
-    created_at: object
+def _seqs(room: Room) -> tuple[list[int], list[int]]:
+    """Every message number of the room, and those of the visible messages, both ascending.
 
-
-def _rows(room: Room) -> list[_Row]:
-    """Every message of the room with what planning needs (no text: that is read per block)."""
-    return [
-        _Row(*values)
-        for values in Message.objects.filter(room=room)
-        .order_by("seq")
-        .values_list("seq", "hidden", "speaker_name", "kind", "seat_id", "created_at")
-    ]
+    Planning runs after every reply, so this reads two columns of every message and nothing
+    more (the text is read per block, when a block is written).
+    """
+    existing, visible = [], []
+    for seq, hidden in Message.objects.filter(room=room).order_by("seq").values_list("seq", "hidden"):
+        existing.append(seq)
+        if not hidden:
+            visible.append(seq)
+    return existing, visible
 
 
 def _lines(room: Room, start: int, end: int) -> list[Line]:
@@ -275,11 +269,13 @@ def keywords_index(*, summary: Summary) -> None:
     )
 
 
-def _scopes(room: Room, rows: list[_Row], t: blocks.Tuning) -> list[tuple[str, str | None, set[int] | None]]:
+def _scopes(
+    room: Room, existing: list[int], t: blocks.Tuning
+) -> list[tuple[str, str | None, set[int] | None]]:
     """Return (scope, point of view, witnessed tier-0 blocks) for the shared set and personal sets."""
     scopes: list[tuple[str, str | None, set[int] | None]] = [(SHARED, None, None)]
-    if personal_memory_on(room) and rows:
-        upto = rows[-1].seq + 1
+    if personal_memory_on(room) and existing:
+        upto = existing[-1] + 1
         for seat in Seat.objects.filter(room=room).prefetch_related("presences"):
             intervals = [(p.joined_seq, p.left_seq) for p in seat.presences.all()]
             seen = blocks.witnessed_blocks(intervals, tier=0, t=t, upto=upto)
@@ -310,13 +306,11 @@ def catch_up(
     if not memory_on(room, tuning):
         return report
     t = block_tuning(tuning)
-    rows = _rows(room)
-    existing_seqs = [r.seq for r in rows]
-    visible = [r.seq for r in rows if not r.hidden]
+    existing_seqs, visible = _seqs(room)
     utility = model_roles_get(user=room.host).utility
     upgrade = upgrade and utility is not None
 
-    scopes = _scopes(room, rows, t)
+    scopes = _scopes(room, existing_seqs, t)
     plans = []
     for scope, pov, seen in scopes:
         states = _summary_states(room, scope, upgrade=upgrade)
@@ -394,9 +388,14 @@ def index_room(
     generations = index.live_generations(room.host)
     clock = time.perf_counter()
     count = 0
-    pending = [s for s in Summary.objects.filter(room=room) if s.indexed_hash != index.text_hash(s.text)]
-    for start in range(0, len(pending), index.BATCH):
-        batch = pending[start : start + index.BATCH]
+    # Every summary's text is hashed, but only the changed ones are read as whole rows.
+    changed = [
+        pk
+        for pk, text, indexed in Summary.objects.filter(room=room).values_list("pk", "text", "indexed_hash")
+        if indexed != index.text_hash(text)
+    ]
+    for start in range(0, len(changed), index.BATCH):
+        batch = list(Summary.objects.filter(pk__in=changed[start : start + index.BATCH]))
         for position, generation in enumerate(generations):
             _upsert_memories_into(generation, batch, required=position == 0)
         for summary in batch:

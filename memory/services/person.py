@@ -21,7 +21,7 @@ from memory.models import MAX_MEMORY_TEXT, SHARED, RoomMemory, Summary
 from memory.services import (
     ProviderTrouble,
     _forget_vectors_later,
-    _rows,
+    _seqs,
     _unforget,
     _upsert_memories_into,
     block_tuning,
@@ -218,11 +218,11 @@ def memory_generate_next(*, room: Room) -> Summary | None:
     if not memory_on(room, tuning):
         raise MemoryRefused("Memory is off for this chat: turn on “Remember earlier in long chats” first.")
     t = block_tuning(tuning)
-    rows = _rows(room)
+    existing, visible = _seqs(room)
     stretch = blocks.next_partial(
-        existing_seqs=[r.seq for r in rows],
-        visible_seqs=[r.seq for r in rows if not r.hidden],
-        covered=covered_blocks(room, rows, t),
+        existing_seqs=existing,
+        visible_seqs=visible,
+        covered=covered_blocks(room, existing, visible, t),
         t=t,
     )
     if stretch is None:
@@ -247,15 +247,16 @@ def memory_generate_next(*, room: Room) -> Summary | None:
     return summary
 
 
-def covered_blocks(room: Room, rows: list, t: blocks.Tuning) -> set[int]:
+def covered_blocks(room: Room, existing: list[int], visible: list[int], t: blocks.Tuning) -> set[int]:
     """Tier-0 blocks of the shared set whose every visible message (below the newest) has a
     memory, or that a person forgot. A memory cut short before its block filled covers only
-    what it reached: the rest of that block is still to summarise."""
-    newest = rows[-1].seq if rows else -1
+    what it reached: the rest of that block is still to summarise. `existing` and `visible`
+    are message numbers, ascending (`_seqs`)."""
+    newest = existing[-1] if existing else -1
     last_visible: dict[int, int] = {}
-    for row in rows:
-        if not row.hidden and row.seq < newest:
-            last_visible[blocks.block_of(row.seq, 0, t)] = row.seq
+    for seq in visible:
+        if seq < newest:
+            last_visible[blocks.block_of(seq, 0, t)] = seq
     reached = dict(Summary.objects.filter(room=room, scope=SHARED, tier=0).values_list("block", "seq_to"))
     covered = {block for block, seq_to in reached.items() if seq_to >= last_visible.get(block, -1)}
     return covered | {block for scope, tier, block in forgotten_blocks(room) if scope == SHARED and tier == 0}

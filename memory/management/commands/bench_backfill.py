@@ -2,7 +2,8 @@
 
 Builds a synthetic 10,000-message room, backfills it with the built-in extractive summariser and
 then with the fake provider as Utility model, and times summaries, scene indexing and — in the
-same run, on the same texts — the raw embedding model. Prints a table and writes the JSON.
+same run, on the same texts — the raw embedding model; then the catch-up that follows each reply
+once the memory is built (one message more at a time). Prints a table and writes the JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ NAMES = ["Maren", "Tobin", "Harrow", "Ilse", "Corwin", "Esk", "Wren", "Dunmore"]
 PLACES = ["the lighthouse", "Inchfallow", "the customs house", "the seal rocks", "the fog bell", "the ferry"]
 THINGS = ["brass key", "tide ledger", "lamp wick", "sea chart", "iron lantern", "salt box", "signal flag"]
 VERBS = ["found", "hid", "lost", "mended", "sold", "stole", "buried", "carried"]
+CATCH_UPS = 40  # replies timed after the backfill
 
 
 def sentence(rng: random.Random) -> str:
@@ -89,6 +91,8 @@ class Command(BaseCommand):
                 embedder.embed(texts[start : start + index.BATCH])
             raw_per_s = len(texts) / (time.perf_counter() - clock)
 
+            after_reply = self._catch_ups(room, size, random.Random(1))
+
             reply = Reply(
                 json.dumps(
                     {
@@ -130,10 +134,30 @@ class Command(BaseCommand):
             "indexing_vs_raw": round(chunks_per_s / raw_per_s, 3) if raw_per_s else 0.0,
             "backfill_10k_s": round(extractive_s, 1),
             "backfill_10k_fake_llm_s": round(llm_s, 1),
+            "catch_up_after_reply": after_reply,
             "worker_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }
 
+    def _catch_ups(self, room, size: int, rng: random.Random) -> dict:
+        """Time the catch-up that follows each reply once the room's memory is built: one message
+        more, then `catch_up`, CATCH_UPS times (every 8th completes a block, which is written)."""
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        from memory import services
+
+        times, queries = [], []
+        for seq in range(size, size + CATCH_UPS):
+            benchkit.bulk_history(room, [seq], text_for=lambda seq: message_text(rng, seq), tokens=40)
+            with CaptureQueriesContext(connection) as captured:
+                clock = time.perf_counter()
+                services.catch_up(room.pk)
+                times.append((time.perf_counter() - clock) * 1000)
+            queries.append(len(captured.captured_queries))
+        return {**benchkit.summary(times), "max_queries": max(queries), "n": len(times)}
+
     def _print(self, r: dict) -> None:
+        after = r["catch_up_after_reply"]
         rows = [
             ("summaries written", f"{r['summaries']}"),
             ("summaries/s, extractive", f"{r['summaries_per_s']['extractive']}"),
@@ -148,6 +172,10 @@ class Command(BaseCommand):
             (
                 f"backfill of {r['messages']:,} messages, fake Utility model",
                 f"{r['backfill_10k_fake_llm_s']} s",
+            ),
+            (
+                f"catch-up after each reply at {r['messages']:,} messages, p50 / p95",
+                f"{after['p50']} / {after['p95']} ms, at most {after['max_queries']} queries",
             ),
             ("resident memory (max RSS)", f"{r['worker_rss_mb']} MB"),
         ]
