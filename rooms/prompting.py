@@ -79,24 +79,29 @@ def _history_tail(
 ) -> list[assemble.HistoryMessage]:
     """Return the newest messages whose stored token counts fill the budget, oldest first.
 
-    Pages through messages by the (room, seq) index, newest first, so the cost follows the
-    budget and not the length of the chat.
+    Reads newest first, a window of message numbers at a time (at most HISTORY_PAGE rows a
+    query), so the cost follows the budget and not the length of the chat. The window keeps each
+    query a short range of the (room, seq) index whatever the database's statistics say: a
+    LIMIT over the whole room let PostgreSQL, with statistics older than a bulk import, sort all
+    of a 100,000-message room for every turn. A window that comes back sparse (hidden or deleted
+    messages) makes the next one wider.
     """
+    shown = [Variant.State.DONE, Variant.State.STOPPED, Variant.State.STREAMING]
+    # One join per window: each message with its active variant.
+    messages = Message.objects.filter(
+        room=room, hidden=False, variants__index=F("active_index"), variants__state__in=shown
+    )
+    if exclude_message_id is not None:
+        messages = messages.exclude(pk=exclude_message_id)
     rows: list[assemble.HistoryMessage] = []
     used = 0
-    before: int | None = None
-    shown = [Variant.State.DONE, Variant.State.STOPPED, Variant.State.STREAMING]
+    width = HISTORY_PAGE
+    top: int | None = None  # the first window is open above: a message saved since `room` was read counts
+    low = room.next_seq - width
     while used <= budget:
-        # One join per page: each message with its active variant, newest first by (room, seq).
-        messages = Message.objects.filter(
-            room=room, hidden=False, variants__index=F("active_index"), variants__state__in=shown
-        )
-        if exclude_message_id is not None:
-            messages = messages.exclude(pk=exclude_message_id)
-        if before is not None:
-            messages = messages.filter(seq__lt=before)
+        window = messages.filter(seq__gte=low) if top is None else messages.filter(seq__gte=low, seq__lt=top)
         page = list(
-            messages.order_by("-seq").values_list(
+            window.order_by("-seq").values_list(
                 "seq", "kind", "speaker_name", "variants__text", "variants__tokens"
             )[:HISTORY_PAGE]
         )
@@ -106,9 +111,15 @@ def _history_tail(
                 assemble.HistoryMessage(seq=seq, role=role, name=name, text=text, tokens=count or None)
             )
             used += count or 0
-        if len(page) < HISTORY_PAGE:
-            break
-        before = page[-1][0]
+        if len(page) == HISTORY_PAGE:
+            top, width = page[-1][0], HISTORY_PAGE  # the window holds more: go on below the oldest read
+        elif low <= 0:
+            break  # the start of the chat
+        else:
+            top = low
+            if len(page) < HISTORY_PAGE // 2:
+                width *= 4
+        low = top - width
     rows.reverse()
     return rows
 

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from orbchat import benchkit
 from rooms import prompting, services
-from rooms.models import Variant
+from rooms.models import Message, Room, Variant
 
 pytestmark = pytest.mark.django_db
 
@@ -50,6 +53,41 @@ def test_history_is_cut_to_the_context_and_the_kept_range_reported(room, host, c
     assert last == 300 and first > 1
     assert turn.prompt.history_dropped > 0
     assert turn.prompt.total_tokens <= turn.prompt.budget
+
+
+def long_history(room, size: int) -> None:
+    """Messages 1 .. size-1 after the greeting, 40 tokens each, by bulk insert."""
+    benchkit.bulk_history(room, range(1, size), text_for=lambda seq: f"Line {seq}.", tokens=40)
+
+
+def test_a_long_hidden_stretch_does_not_hide_what_came_before_it(room, host, connected):
+    preset = room.preset
+    preset.context_size, preset.max_tokens = 32_000, 200
+    preset.save()
+    long_history(room, 1_000)
+    Message.objects.filter(room=room, seq__gte=300, seq__lt=900).update(hidden=True)
+    room.refresh_from_db()
+    with CaptureQueriesContext(connection) as reads:
+        history = prompting._history_tail(room, budget=32_000, exclude_message_id=None)
+    assert [h.seq for h in history] == [*range(0, 300), *range(900, 1_000)]
+    assert len(reads.captured_queries) <= 5  # windows widen over the hidden stretch
+
+
+def test_the_history_read_stops_once_the_budget_is_full(room, host, connected):
+    long_history(room, 5_000)
+    room.refresh_from_db()
+    with CaptureQueriesContext(connection) as reads:
+        history = prompting._history_tail(room, budget=2_000, exclude_message_id=None)
+    assert [h.seq for h in history][-1] == 4_999
+    assert len(history) <= 2 * prompting.HISTORY_PAGE and len(reads.captured_queries) <= 2
+
+
+def test_a_message_saved_after_the_room_was_read_is_in_the_prompt(room, host, connected):
+    stale = Room.objects.get(pk=room.pk)
+    services.message_create(room=room, author=host, text="Said a moment ago")
+    assert stale.next_seq < room.next_seq
+    turn = prompting.plan_turn(room=stale, seat=stale.seats.get())
+    assert "Said a moment ago" in contents(turn.prompt)
 
 
 def test_the_recorded_prompt_is_what_the_preview_reads(room, host, connected):

@@ -141,7 +141,7 @@ class Command(BaseCommand):
         room = services.room_create_from_character(host=user, character=character)
         count = tokens.count(FILLER)
         benchkit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}: {FILLER}", tokens=count)
-        benchkit.settle("rooms_message", "rooms_variant")
+        benchkit.settle()
         return room
 
     def _cookie(self, user) -> str:
