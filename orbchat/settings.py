@@ -68,13 +68,21 @@ TEMPLATES = [
     },
 ]
 
+# A connection per use (CONN_MAX_AGE 0): under ASGI each HTTP request runs on a thread of its
+# own, and a connection kept open there would outlive the thread. PostgreSQL connections come
+# from a pool instead of a new server process each time (DATABASE_POOL_SIZE, 0 for none).
 DATABASES = {
     "default": dj_database_url.parse(
-        env.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"),
-        conn_max_age=env.get_int("DATABASE_CONN_MAX_AGE", 600),
-        conn_health_checks=True,
+        env.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"), conn_max_age=0
     )
 }
+DATABASE_POOL_SIZE = env.get_int("DATABASE_POOL_SIZE", 10)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_SIZE > 0:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DATABASE_POOL_SIZE,
+        "timeout": 20,  # seconds to wait for a free connection before the request fails
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so the Celery worker and the browser-test server see the test data;
     # WAL and a busy timeout let web and worker write side by side.

@@ -95,10 +95,13 @@ def _history_tail(
         messages = messages.exclude(pk=exclude_message_id)
     rows: list[assemble.HistoryMessage] = []
     used = 0
+    # How many rows to read: whole pages of HISTORY_PAGE up to the one in which the budget fills.
+    # World info scans further back than the prompt keeps (a book's scan depth), as it always has.
+    want: int | None = 0 if budget < 0 else None
     width = HISTORY_PAGE
     top: int | None = None  # the first window is open above: a message saved since `room` was read counts
     low = room.next_seq - width
-    while used <= budget:
+    while want is None or len(rows) < want:
         window = messages.filter(seq__gte=low) if top is None else messages.filter(seq__gte=low, seq__lt=top)
         page = list(
             window.order_by("-seq").values_list(
@@ -111,6 +114,8 @@ def _history_tail(
                 assemble.HistoryMessage(seq=seq, role=role, name=name, text=text, tokens=count or None)
             )
             used += count or 0
+            if want is None and used > budget:
+                want = -(-len(rows) // HISTORY_PAGE) * HISTORY_PAGE
         if len(page) == HISTORY_PAGE:
             top, width = page[-1][0], HISTORY_PAGE  # the window holds more: go on below the oldest read
         elif low <= 0:
@@ -120,6 +125,8 @@ def _history_tail(
             if len(page) < HISTORY_PAGE // 2:
                 width *= 4
         low = top - width
+    if want is not None:
+        del rows[want:]
     rows.reverse()
     return rows
 

@@ -73,6 +73,32 @@ def test_a_long_hidden_stretch_does_not_hide_what_came_before_it(room, host, con
     assert len(reads.captured_queries) <= 5  # windows widen over the hidden stretch
 
 
+@pytest.mark.parametrize("budget", [-1, 0, 1_000, 2_000, 7_990, 8_000, 1_000_000])
+def test_the_history_read_is_whole_pages_up_to_the_one_that_fills_the_budget(room, host, connected, budget):
+    """World info scans the messages read, beyond those the prompt keeps: the newest visible
+    messages in whole pages of HISTORY_PAGE, up to the page in which the budget fills."""
+    long_history(room, 1_000)
+    Message.objects.filter(room=room, seq__gte=300, seq__lt=380).update(hidden=True)
+    Message.objects.filter(room=room, seq__gte=600, seq__lt=900).update(hidden=True)
+    room.refresh_from_db()
+    visible = [seq for seq in range(999, -1, -1) if not (300 <= seq < 380 or 600 <= seq < 900)]
+    page = prompting.HISTORY_PAGE
+    # Each message counts 40 tokens (the greeting its own count): the budget fills at the row
+    # that takes the running total over it.
+    tokens = {
+        h.seq: h.tokens or 0 for h in prompting._history_tail(room, budget=10**9, exclude_message_id=None)
+    }
+    total, fills = 0, None
+    for index, seq in enumerate(visible):
+        total += tokens[seq]
+        if total > budget:
+            fills = index
+            break
+    expected = [] if budget < 0 else visible if fills is None else visible[: -(-(fills + 1) // page) * page]
+    history = prompting._history_tail(room, budget=budget, exclude_message_id=None)
+    assert [h.seq for h in history] == sorted(expected)
+
+
 def test_the_history_read_stops_once_the_budget_is_full(room, host, connected):
     long_history(room, 5_000)
     room.refresh_from_db()
