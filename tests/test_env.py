@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from orbchat import env
@@ -32,3 +34,20 @@ def test_a_malformed_number_names_the_variable(monkeypatch):
     monkeypatch.setenv("CHROMA_PORT", "eighty")
     with pytest.raises(ValueError, match="CHROMA_PORT must be a whole number"):
         env.chroma_port()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="PostgreSQL only (CI's second pass)"
+)
+def test_postgresql_connections_are_pooled_not_opened_per_use(transactional_db):
+    """Every request, turn and task closes its connection when done; on PostgreSQL that hands it
+    back to the pool instead of ending a server process that the next use starts again."""
+    from django.db import connection
+
+    backends = set()
+    for _ in range(6):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.add(cursor.fetchone()[0])
+        connection.close()
+    assert len(backends) <= 2  # the pool's few connections, not one server process per use
