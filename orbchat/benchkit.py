@@ -74,7 +74,11 @@ class Children:
     def __exit__(self, *exc: object) -> None:
         for child in reversed(self.processes):
             child.terminate()
-            child.wait(timeout=20)
+            try:
+                child.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                child.kill()  # the others still get their turn
+                child.wait()
 
     def spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
         """Start a child in the project folder, its output in `<folder>/<name>.log`."""
