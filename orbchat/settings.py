@@ -73,7 +73,9 @@ TEMPLATES = [
 # from a pool instead of a new server process each time (DATABASE_POOL_SIZE, 0 for none).
 DATABASES = {
     "default": dj_database_url.parse(
-        env.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"), conn_max_age=0
+        env.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"),
+        conn_max_age=0,
+        conn_health_checks=True,  # the pool checks a connection before handing it out
     )
 }
 DATABASE_POOL_SIZE = env.get_int("DATABASE_POOL_SIZE", 10)
@@ -81,7 +83,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABAS
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": DATABASE_POOL_SIZE,
-        "timeout": 20,  # seconds to wait for a free connection before the request fails
+        # Seconds to wait for a connection before the request fails: also how long a request
+        # takes to report that the database is down.
+        "timeout": 5,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so the Celery worker and the browser-test server see the test data;

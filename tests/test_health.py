@@ -56,11 +56,14 @@ def test_database_down(client, celery_worker):
     if connection.vendor == "sqlite":
         connection.settings_dict["NAME"] = "/nonexistent-dir/orbchat.sqlite3"
     else:
+        connection.close_pool()  # the pool's open connections would hide the move
         connection.settings_dict["PORT"] = str(free_port())
     try:
         status, body = get_health(client)
     finally:
         connection.close()
+        if connection.vendor != "sqlite":
+            connection.close_pool()
         connection.settings_dict.clear()
         connection.settings_dict.update(saved)
     assert status == 503
