@@ -499,13 +499,13 @@ def messages_changed(*, room_id: int, seqs: list[int]) -> None:
     """
     if not seqs:
         return
-    t = block_tuning(tuning_get())
+    touched = blocks.blocks_touching(seqs, block_tuning(tuning_get()))
     match = Q()
-    for tier, block in blocks.blocks_touching(seqs, t):
+    for tier, block in touched:
         match |= Q(tier=tier, block=block)
     Summary.objects.filter(match, room_id=room_id).exclude(source=Summary.Source.PERSON).update(stale=True)
     # Their transcript chunks are read and embedded again by the next catch-up.
-    chunks = {block for tier, block in blocks.blocks_touching(seqs, t) if tier == 0}
+    chunks = {block for tier, block in touched if tier == 0}
     Scene.objects.filter(room_id=room_id, block__in=chunks).update(indexed_hash="")
     enqueue_catch_up(room_id)
 
