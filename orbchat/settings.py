@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dj_database_url
 
 from orbchat import env
@@ -132,6 +134,17 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 MAX_UPLOAD_MB = env.get_int("MAX_UPLOAD_MB", 20)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_MB * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# --- Outbound calls (docs/security.md) -------------------------------------------------------
+# Which addresses a user's connection may reach: "auto" (open while there is one account,
+# public-only from the second), "open" or "public-only". Administrators are never limited.
+OUTBOUND_POLICY = env.get("OUTBOUND_POLICY", "auto").strip().lower()
+if OUTBOUND_POLICY not in ("auto", "open", "public-only"):
+    raise ValueError(f"OUTBOUND_POLICY must be auto, open or public-only, got {OUTBOUND_POLICY!r}")
+# Private addresses every user may call anyway, e.g. "127.0.0.1:5001,10.0.0.0/8" (local model servers).
+OUTBOUND_ALLOW = env.get("OUTBOUND_ALLOW")
+# The folder under which administrators may point the Rerank role at a local CrossEncoder.
+LOCAL_MODELS_DIR = Path(env.get("LOCAL_MODELS_DIR", str(DATA_DIR / "models"))).resolve()
 
 # --- Services -------------------------------------------------------------------------------
 REDIS_URL = env.redis_url()

@@ -20,11 +20,17 @@ from django.conf import settings
 from django.utils import timezone
 
 from memory import recaller
+from orbchat.connections import gateway
 from orbchat.connections.gateway import plain_error
+from orbchat.consumers import user_group
 from rooms import events, relay, services, speakers
 from rooms.models import Message, Room, Seat, Variant
 from rooms.options import RoomOptions, room_options
 from rooms.prompting import NoChatModel, TurnPlan, plan_turn
+
+# What every member hears when a reply fails; the host alone hears the provider's reason.
+REPLY_FAILED = "The reply failed."
+STREAM_CUT = "The provider's stream was cut off before the reply finished."
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +132,15 @@ async def notice(room_id: int, text: str, *, retry: bool = False) -> None:
     await get_channel_layer().group_send(
         events.room_group(room_id), {"type": "room.notice", "text": text, "retry": retry}
     )
+
+
+async def reply_failed(room_id: int, host_id: int, error: str, *, cut: bool = False) -> None:
+    """Tell the room a reply failed (or was cut off mid-way); only the host hears the provider's why."""
+    await notice(room_id, STREAM_CUT if cut else REPLY_FAILED, retry=True)
+    if error != STREAM_CUT:
+        await get_channel_layer().group_send(
+            user_group(host_id), {"type": "user.notice", "text": f"{REPLY_FAILED} {error}"}
+        )
 
 
 def _begin(
@@ -476,8 +491,6 @@ async def stream(variant: Variant, plan: TurnPlan, *, release: Callable[[], None
     room's events (`events.hold`) once the provider has the request: preparing it is the last
     step of the turn's overhead, and rendering events would compete with it.
     """
-    import litellm
-
     room_id = variant.room_id
     sender = TokenSender(variant)
     text = variant.text  # "continue" appends to what is there
@@ -496,16 +509,8 @@ async def stream(variant: Variant, plan: TurnPlan, *, release: Callable[[], None
     grace = asyncio.get_running_loop().call_later(REQUEST_GRACE, request_out)
     try:
         try:
-            response = await litellm.acompletion(
-                model=plan.target.model,
-                messages=plan.prompt.messages,
-                api_base=plan.target.api_base,
-                api_key=plan.target.api_key,
-                stream=True,
-                stream_options={"include_usage": True},
-                num_retries=0,
-                timeout=PROVIDER_TIMEOUT,
-                **{**plan.target.extra, **plan.params},
+            response = await gateway.astream(
+                plan.target, plan.prompt.messages, timeout=PROVIDER_TIMEOUT, **plan.params
             )
         finally:
             grace.cancel()
@@ -535,7 +540,7 @@ async def stream(variant: Variant, plan: TurnPlan, *, release: Callable[[], None
                 await database_sync_to_async(services.turn_progress)(variant_id=variant.pk, text=text)
         if state == Variant.State.DONE and not finish_reason:
             # The stream ended without saying why: the connection was cut.
-            state, error = Variant.State.ERROR, "The provider's stream was cut off before the reply finished."
+            state, error = Variant.State.ERROR, STREAM_CUT
     except asyncio.CancelledError:
         state, finish_reason = Variant.State.STOPPED, "cancelled"
         raise
@@ -558,26 +563,15 @@ async def stream(variant: Variant, plan: TurnPlan, *, release: Callable[[], None
             first_token_at=first_token_at,
         )
         if error:
-            await notice(room_id, error, retry=True)
+            await reply_failed(room_id, plan.host_id, error, cut=first_token_at is not None)
     return state
 
 
 async def impersonate(room_id: int) -> str:
     """Draft the user's next message with the Chat model; nothing is saved."""
-    import litellm
-
     def plan() -> TurnPlan:
         room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
         return plan_turn(room=room, seat=services.speaking_seat(room), mode="impersonate")
 
     turn = await database_sync_to_async(plan)()
-    response = await litellm.acompletion(
-        model=turn.target.model,
-        messages=turn.prompt.messages,
-        api_base=turn.target.api_base,
-        api_key=turn.target.api_key,
-        num_retries=0,
-        timeout=PROVIDER_TIMEOUT,
-        **{**turn.target.extra, **turn.params},
-    )
-    return response.choices[0].message.content or ""
+    return await gateway.acomplete(turn.target, turn.prompt.messages, timeout=PROVIDER_TIMEOUT, **turn.params)

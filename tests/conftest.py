@@ -58,6 +58,17 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
 
 
+# The fake provider listens on loopback: in the tests it is a local model server the operator
+# allowed (OUTBOUND_ALLOW), as a shared server's operator would allow their KoboldCpp. The tests of
+# the outbound policy itself clear it.
+FAKE_PROVIDER_ALLOW = "127.0.0.1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fake_provider_allowed():
+    settings.OUTBOUND_ALLOW = FAKE_PROVIDER_ALLOW
+
+
 @pytest.fixture(scope="session", autouse=True)
 def quick_passwords():
     """Hash test passwords quickly (a real hash costs half a second, and tests make hundreds)."""
@@ -96,6 +107,7 @@ def child_env(real_services, django_db_setup, django_db_blocker) -> dict[str, st
         "SECRET_KEY": settings.SECRET_KEY,
         "MEMORY_RETRY_BACKOFF": "0.2,0.2,0.2",
         "MEMORY_LOCK_TTL": "15",
+        "OUTBOUND_ALLOW": FAKE_PROVIDER_ALLOW,
     }
 
 

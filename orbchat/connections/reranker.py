@@ -16,8 +16,12 @@ import math
 import re
 import threading
 from collections import Counter
+from pathlib import Path
 
-from orbchat.connections import embedder
+from django.conf import settings
+
+from orbchat.connections import embedder, gateway
+from orbchat.connections.models import ModelRoles
 
 SEMANTIC_WEIGHT = 0.7
 LEXICAL_WEIGHT = 0.3
@@ -82,58 +86,54 @@ def builtin_scores(query: str, documents: list[str]) -> list[float]:
     return blend(semantic, lexical_scores(query, documents))
 
 
-def local_scores(path: str, query: str, documents: list[str]) -> list[float]:
-    from pathlib import Path
+def local_folder(path: str) -> Path:
+    """Return the folder of a local CrossEncoder, refused unless it lies in LOCAL_MODELS_DIR.
 
-    if not Path(path).is_dir():
-        raise RerankFailed(f"No CrossEncoder model folder at {path}.")
+    Only administrators reach this (`scores_for`, `model_roles_update`): a path is a question
+    about the server's disk, and its answer (found / not found) must not reach anyone else.
+    """
+    root = settings.LOCAL_MODELS_DIR
+    folder = (root / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
+    if not folder.is_relative_to(root):
+        raise RerankFailed(f"A local CrossEncoder must be a folder inside {root}.")
+    return folder
+
+
+def local_scores(path: str, query: str, documents: list[str]) -> list[float]:
+    folder = local_folder(path)
+    if not folder.is_dir():
+        raise RerankFailed(f"No CrossEncoder model folder at {folder}.")
+    key = str(folder)
     with _lock:
-        model = _cross_encoders.get(path)
+        model = _cross_encoders.get(key)
         if model is None:
             from sentence_transformers import CrossEncoder
 
             try:
-                model = CrossEncoder(path, device="cpu", local_files_only=True)
+                model = CrossEncoder(key, device="cpu", local_files_only=True)
             except Exception as exc:  # noqa: BLE001 - any load failure is reported in words
-                raise RerankFailed(f"The CrossEncoder at {path} could not be loaded: {exc}") from exc
-            _cross_encoders[path] = model
+                raise RerankFailed(f"The CrossEncoder at {folder} could not be loaded: {exc}") from exc
+            _cross_encoders[key] = model
     return [float(s) for s in model.predict([(query, d) for d in documents])]
 
 
-def remote_scores(target, query: str, documents: list[str]) -> list[float]:
-    import litellm
-
-    from orbchat.connections.gateway import plain_error
-
+def remote_scores(target: gateway.Target, query: str, documents: list[str]) -> list[float]:
     try:
-        response = litellm.rerank(
-            model=target.model,
-            query=query,
-            documents=documents,
-            api_base=target.api_base,
-            api_key=target.api_key,
-            return_documents=False,
-            **target.extra,
-        )
+        return gateway.rerank(target, query, documents)
     except Exception as exc:  # noqa: BLE001 - any provider failure is reported in words
-        raise RerankFailed(plain_error(exc)) from exc
-    scores = [0.0] * len(documents)
-    for item in response.results:
-        scores[item["index"]] = float(item["relevance_score"])
-    return scores
+        raise RerankFailed(gateway.plain_error(exc)) from exc
 
 
-def scores_for(roles, query: str, documents: list[str]) -> list[float]:
+def scores_for(roles: ModelRoles, query: str, documents: list[str]) -> list[float]:
     """Score documents with the user's Rerank role; raise RerankFailed in plain words."""
-    from orbchat.connections.gateway import target_for
-    from orbchat.connections.models import ModelRoles
-
     if not documents:
         return []
     if roles.rerank_kind == ModelRoles.Rerank.LOCAL:
+        if not roles.user.can_manage_users:
+            raise RerankFailed("Only an administrator can use a local CrossEncoder folder.")
         return local_scores(roles.rerank_local_path, query, documents)
     if roles.rerank_kind == ModelRoles.Rerank.REMOTE:
         if roles.rerank is None:
             raise RerankFailed("Remote rerank is chosen but no connection is set.")
-        return remote_scores(target_for(roles.rerank), query, documents)
+        return remote_scores(gateway.target_for(roles.rerank), query, documents)
     return builtin_scores(query, documents)

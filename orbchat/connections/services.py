@@ -6,35 +6,29 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from orbchat.accounts.models import User
-from orbchat.connections import secrets
+from orbchat.connections import outbound, providers, reranker, secrets
 from orbchat.connections.models import Connection, ModelRoles
 
-# Provider -> (litellm prefix, default API base, does it need a key)
-PROVIDERS: dict[str, tuple[str, str, bool]] = {
-    Connection.Provider.OPENAI: ("openai/", "", True),
-    Connection.Provider.ANTHROPIC: ("anthropic/", "", True),
-    Connection.Provider.OPENROUTER: ("openrouter/", "", True),
-    Connection.Provider.GEMINI: ("gemini/", "", True),
-    Connection.Provider.OLLAMA: ("ollama/", "http://127.0.0.1:11434", False),
-    Connection.Provider.LOCAL: ("openai/", "http://127.0.0.1:5001/v1", False),
-    Connection.Provider.OTHER: ("", "", False),
-}
 
-
-def litellm_model(provider: str, model: str) -> str:
-    """Prefix a bare model name with the provider's litellm route (`gpt-4o` -> `openai/gpt-4o`)."""
-    model = model.strip()
-    prefix = PROVIDERS.get(provider, ("", "", False))[0]
-    if prefix and not model.startswith(prefix):
-        return prefix + model
-    return model
-
-
-def _validate(provider: str, model: str, api_base: str) -> None:
+def _validate(*, owner: User, provider: str, model: str, api_base: str, extra_params: dict | None) -> None:
     if not model.strip():
         raise ValidationError("Name the model, e.g. gpt-4o-mini.")
     if provider == Connection.Provider.LOCAL and not api_base:
         raise ValidationError("A local OpenAI-compatible server needs its API base URL.")
+    refused = providers.extra_refused(extra_params or {})
+    if refused:
+        raise ValidationError(
+            f"Extra parameters may set samplers and request options only, not: {', '.join(refused)}. "
+            "The API base and key have fields of their own."
+        )
+    if providers.uses_server_credentials(model) and not owner.can_manage_users:
+        raise ValidationError(providers.SERVER_CREDENTIALS_REFUSED)
+    if api_base and outbound.guarded(owner):
+        try:
+            outbound.check(api_base)
+        except outbound.OutboundRefused as exc:
+            if "could not be resolved" not in str(exc):  # the call itself will say so, later
+                raise ValidationError(str(exc)) from exc
 
 
 @transaction.atomic
@@ -49,12 +43,12 @@ def connection_create(
     extra_params: dict | None = None,
     context_size: int | None = None,
 ) -> Connection:
-    _validate(provider, model, api_base)
+    _validate(owner=owner, provider=provider, model=model, api_base=api_base, extra_params=extra_params)
     connection = Connection.objects.create(
         owner=owner,
         name=name or model,
         provider=provider,
-        model=litellm_model(provider, model),
+        model=providers.litellm_model(provider, model),
         api_base=api_base,
         api_key_encrypted=secrets.encrypt(api_key.strip()),
         extra_params=extra_params or {},
@@ -81,10 +75,12 @@ def connection_update(
     context_size: int | None = None,
 ) -> Connection:
     """Update a connection; an empty api_key keeps the saved one unless clear_api_key."""
-    _validate(provider, model, api_base)
+    _validate(
+        owner=connection.owner, provider=provider, model=model, api_base=api_base, extra_params=extra_params
+    )
     connection.name = name or model
     connection.provider = provider
-    connection.model = litellm_model(provider, model)
+    connection.model = providers.litellm_model(provider, model)
     connection.api_base = api_base
     connection.extra_params = extra_params or {}
     connection.context_size = context_size
@@ -122,8 +118,15 @@ def model_roles_update(
             raise ValidationError("That connection is not yours.")
     if rerank_kind == ModelRoles.Rerank.REMOTE and rerank is None:
         raise ValidationError("Remote rerank needs a connection.")
-    if rerank_kind == ModelRoles.Rerank.LOCAL and not rerank_local_path.strip():
-        raise ValidationError("A local CrossEncoder needs the path of its model folder.")
+    if rerank_kind == ModelRoles.Rerank.LOCAL:
+        if not user.can_manage_users:
+            raise ValidationError("Only an administrator can use a local CrossEncoder folder.")
+        if not rerank_local_path.strip():
+            raise ValidationError("A local CrossEncoder needs the path of its model folder.")
+        try:
+            reranker.local_folder(rerank_local_path.strip())
+        except reranker.RerankFailed as exc:
+            raise ValidationError(str(exc)) from exc
     roles = model_roles_get(user=user)
     embedding_changed = roles.embedding_id != (embedding.pk if embedding else None)
     roles.chat, roles.utility, roles.embedding = chat, utility, embedding

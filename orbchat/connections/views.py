@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from orbchat.connections import gateway, reranker, services
+from orbchat.connections import gateway, providers, reranker, services
 from orbchat.connections.forms import ConnectionForm, RolesForm
 from orbchat.connections.models import Connection, ModelRoles
 
@@ -83,7 +83,7 @@ def connect(request: HttpRequest) -> HttpResponse:
 
 def connection_create(request: HttpRequest) -> HttpResponse:
     provider = request.GET.get("provider", Connection.Provider.OTHER)
-    api_base = services.PROVIDERS.get(provider, ("", "", False))[1]
+    api_base = providers.PROVIDERS.get(provider, ("", "", False))[1]
     model = next((m for key, _, m, _ in QUICK_STARTS if key == provider), "")
     form = ConnectionForm(
         request.POST or None, initial={"provider": provider, "api_base": api_base, "model": model}

@@ -36,9 +36,10 @@ def test_builtin_reranker_puts_the_answer_first():
     assert scores.index(max(scores)) == 1
 
 
-def test_a_missing_crossencoder_folder_is_named(tmp_path):
+def test_a_missing_crossencoder_folder_is_named(tmp_path, settings):
+    settings.LOCAL_MODELS_DIR = tmp_path
     with pytest.raises(reranker.RerankFailed, match="No CrossEncoder model folder"):
-        reranker.local_scores(str(tmp_path / "nowhere"), "q", ["d"])
+        reranker.local_scores("nowhere", "q", ["d"])
 
 
 @pytest.mark.django_db

@@ -80,6 +80,10 @@ class FakeLLM:
         self._thread: threading.Thread | None = None
 
     @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"

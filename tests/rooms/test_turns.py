@@ -13,6 +13,7 @@ from django.test import Client
 from orbchat.asgi import application
 from rooms import turns
 from rooms.models import Message, Variant
+from tests.factories import join, make_user
 from tests.fakes.llm import Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -28,7 +29,7 @@ async def open_socket(user, room_id):
     cookie = await sync_to_async(cookie_for)(user)
     socket = WebsocketCommunicator(
         application,
-        f"/ws/rooms/{room_id}/",
+        f"/ws/rooms/{room_id}/" if room_id else "/ws/",
         headers=[
             (b"origin", b"http://127.0.0.1:8000"),
             (b"host", b"127.0.0.1:8000"),
@@ -140,9 +141,12 @@ async def test_provider_errors_keep_the_message_and_retry_works(
 ):
     fake_llm.script(fault, Reply("Recovered."))
     socket = await open_socket(host, room.pk)
+    site = await open_socket(host, None)
     await socket.send_json_to({"type": "send", "text": "Are you there?"})
     notice, _ = await until(socket, lambda f: f["type"] == "notice")
-    assert words in notice["text"] and notice["retry"]
+    assert notice["text"] == "The reply failed." and notice["retry"]
+    reason, _ = await until(site, lambda f: f["type"] == "notice")
+    assert words in reason["text"]
     await settle()
     last, variants = await variants_of_last(room)
     assert last.kind == "human" and variants[0].text == "Are you there?"
@@ -151,7 +155,26 @@ async def test_provider_errors_keep_the_message_and_retry_works(
     await settle()
     last, variants = await variants_of_last(room)
     assert last.kind == "character" and variants[0].text == "Recovered."
-    await socket.disconnect()
+    for tab in (socket, site):
+        await tab.disconnect()
+
+
+async def test_a_member_hears_that_a_reply_failed_but_not_the_providers_reason(
+    room, host, connected, fake_llm
+):
+    member = await sync_to_async(make_user)(actor=host, username="member")
+    await sync_to_async(join)(room, member)
+    fake_llm.script(Reply(status=401, error_message="Incorrect API key provided: sk-proj-abcdef123456."))
+    tab, site = await open_socket(member, room.pk), await open_socket(member, None)
+    assert (await site.receive_json_from())["type"] == "hello"
+    await tab.send_json_to({"type": "send", "text": "Hello?"})
+    notice, seen = await until(tab, lambda f: f["type"] == "notice")
+    assert notice["text"] == "The reply failed."
+    await settle()
+    assert await site.receive_nothing(timeout=0.5)
+    assert not any("sk-proj" in str(frame) or "401" in str(frame) for frame in seen)
+    for socket in (tab, site):
+        await socket.disconnect()
 
 
 async def test_a_cut_stream_keeps_the_partial_reply_and_says_so(room, host, connected, fake_llm):
@@ -169,12 +192,13 @@ async def test_a_cut_stream_keeps_the_partial_reply_and_says_so(room, host, conn
 async def test_a_timeout_is_reported_in_plain_words(room, host, connected, fake_llm, monkeypatch):
     monkeypatch.setattr(turns, "PROVIDER_TIMEOUT", 0.5)
     fake_llm.script(Reply("late", first_token_delay=2))
-    socket = await open_socket(host, room.pk)
+    socket, site = await open_socket(host, room.pk), await open_socket(host, None)
     await socket.send_json_to({"type": "send", "text": "Hurry"})
-    notice, _ = await until(socket, lambda f: f["type"] == "notice")
+    notice, _ = await until(site, lambda f: f["type"] == "notice")
     assert "did not answer in time" in notice["text"] or "Could not reach" in notice["text"]
     await settle()
-    await socket.disconnect()
+    for tab in (socket, site):
+        await tab.disconnect()
 
 
 async def test_regenerate_swipe_and_continue(room, host, connected, fake_llm):
