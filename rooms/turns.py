@@ -569,6 +569,7 @@ async def stream(variant: Variant, plan: TurnPlan, *, release: Callable[[], None
 
 async def impersonate(room_id: int) -> str:
     """Draft the user's next message with the Chat model; nothing is saved."""
+
     def plan() -> TurnPlan:
         room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
         return plan_turn(room=room, seat=services.speaking_seat(room), mode="impersonate")
