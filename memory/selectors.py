@@ -36,7 +36,10 @@ def recall_last(room):
     """The latest recall log of the room (a reply's real count), or None."""
     from memory.models import RecallLog
 
-    return RecallLog.objects.filter(room=room).order_by("-created_at", "-pk").first()
+    logs = RecallLog.objects.filter(room=room)
+    if room.host_since is not None:  # the turns before a hand-off were the previous host's
+        logs = logs.filter(created_at__gte=room.host_since)
+    return logs.order_by("-created_at", "-pk").first()
 
 
 def recall_fresh_check(room) -> dict:

@@ -180,8 +180,11 @@ def host_offer(*, room: Room, user_id: int | None) -> Room:
 def host_accept(*, room: Room, user: User) -> Room:
     """Become host of a room whose host offered it; the old host stays as a member.
 
-    The room's persona and preset belonged to the old host, so the new host's defaults apply;
-    its memory moves to the new host's index (`memory.services.room_rehosted`).
+    What moves: the room, its messages, seats, author's note and memory (to the new host's
+    index, `memory.services.room_rehosted`). What stays the old host's: their persona, preset and
+    world books (the new host's defaults apply), the private fields of their cards (their
+    characters speak from their name alone in the new host's prompts, `rooms.prompting`), and
+    the prompts and recall of the turns that ran as them (`host_since`).
     """
     room = Room.objects.select_for_update().get(pk=room.pk)
     if room.host_offer_to_id != user.pk:
@@ -195,7 +198,10 @@ def host_accept(*, room: Room, user: User) -> Room:
     room.host_offer_to = None
     room.persona = None
     room.preset = None
-    room.save(update_fields=["host", "host_offer_to", "persona", "preset"])
+    room.host_since = timezone.now()
+    room.save(update_fields=["host", "host_offer_to", "persona", "preset", "host_since"])
+    # The chat's world books were the old host's: they stay in their library, not in this room.
+    room.world_books.remove(*room.world_books.exclude(owner=user))
     memory.room_rehosted(room_id=room.pk, old_host_id=old_host)
     events.people_changed(room.pk, f"{user.username} is now the host.", reload=True)
     return room

@@ -26,6 +26,9 @@ class Room(models.Model):
         "library.Preset", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     world_books = models.ManyToManyField("library.WorldBook", blank=True, related_name="rooms")
+    # When the current host took the room over (None: its first host). What the turns before
+    # it recorded (their exact prompts, their recall) was the previous host's and stays theirs.
+    host_since = models.DateTimeField(null=True, blank=True)
     authors_note = models.TextField(blank=True)
     authors_note_depth = models.PositiveSmallIntegerField(default=4)
     authors_note_role = models.CharField(max_length=10, default="system")

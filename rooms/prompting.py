@@ -137,13 +137,19 @@ def _books(room: Room, seats: list[Seat], persona) -> list[WorldBook]:
     match = Q(rooms=room) | Q(owner=room.host_id, is_global=True) | Q(characters__in=characters)
     if persona is not None:
         match |= Q(personas=persona)
-    ids = set(WorldBook.objects.filter(match).values_list("pk", flat=True))
+    # Only the host's own books: a book that came with another person's card stays theirs.
+    ids = set(WorldBook.objects.filter(match, owner=room.host_id).values_list("pk", flat=True))
     return list(WorldBook.objects.filter(pk__in=ids).prefetch_related("entries")) if ids else []
 
 
-def _card(seat: Seat) -> assemble.CardInfo:
+def _card(seat: Seat, host_id: int) -> assemble.CardInfo:
+    """Return the seat's card as the prompt uses it.
+
+    A card belongs to whoever made it: in a room handed to another host, the previous host's
+    characters keep their seats but speak from their name alone, their private fields unread.
+    """
     c = seat.character
-    if c is None:
+    if c is None or c.owner_id != host_id:
         return assemble.CardInfo(name=seat.name)
     return assemble.CardInfo(
         name=c.name,
@@ -298,13 +304,13 @@ def _prompt_input(
         )
         for a in activation.activated
     ]
-    speaker_card = _card(seat) if seat else assemble.CardInfo(name=NARRATOR)
+    speaker_card = _card(seat, room.host_id) if seat else assemble.CardInfo(name=NARRATOR)
     if seat is None:
-        cards = [_card(s) for s in seats]
+        cards = [_card(s, room.host_id) for s in seats]
     elif options.own_cards:
         cards = [speaker_card]
     else:
-        cards = [speaker_card] + [_card(s) for s in seats if s.pk != seat.pk]
+        cards = [speaker_card] + [_card(s, room.host_id) for s in seats if s.pk != seat.pk]
     speaker_name = seat.name if seat else NARRATOR
     macro_context = macros.MacroContext(
         char=speaker_name,

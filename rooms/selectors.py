@@ -41,8 +41,11 @@ def chat_tags(*, user) -> list[str]:
 
 
 def last_prompt(room: Room) -> dict | None:
-    """Return the prompt recorded for the room's most recent AI turn."""
-    variant = Variant.objects.filter(room=room, prompt__isnull=False).order_by("-created_at", "-pk").first()
+    """Return the prompt recorded for the room's most recent AI turn run as its current host."""
+    variants = Variant.objects.filter(room=room, prompt__isnull=False)
+    if room.host_since is not None:
+        variants = variants.filter(created_at__gte=room.host_since)
+    variant = variants.order_by("-created_at", "-pk").first()
     return variant.prompt if variant else None
 
 
