@@ -190,6 +190,7 @@ class RoomMemory(models.Model):
 
     class Backfill(models.TextChoices):
         IDLE = "idle", "Idle"
+        QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         CANCELLED = "cancelled", "Cancelled"
         DONE = "done", "Done"
@@ -200,6 +201,8 @@ class RoomMemory(models.Model):
     backfill = models.CharField(max_length=10, choices=Backfill.choices, default=Backfill.IDLE)
     backfill_done = models.PositiveIntegerField(default=0)
     backfill_total = models.PositiveIntegerField(default=0)
+    # Written every few seconds by the running backfill: a stale one means its worker is gone.
+    backfill_beat_at = models.DateTimeField(null=True, blank=True)
     # [scope, tier, block] of summaries a person forgot: never written again automatically
     # (the stretch stays uncovered until "Rebuild").
     forgotten = models.JSONField(default=list, blank=True)

@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import Count
+from django.utils import timezone
 
 from memory.models import RoomMemory, Summary
+
+# Seconds a running backfill's heartbeat may age before the backfill reads as interrupted: a
+# few missed beats (services.BACKFILL_BEAT_SECONDS apart), not one slow database write.
+BACKFILL_STALE_SECONDS = 8.0
+INTERRUPTED = "interrupted"
+
+
+def backfill_phase(
+    *, state: str, beat_at: datetime | None, now: datetime, stale_after: float = BACKFILL_STALE_SECONDS
+) -> str:
+    """Return what a backfill reads as: its saved state, or "interrupted" for a running one whose
+    worker stopped beating (killed, or its machine restarted)."""
+    if state != RoomMemory.Backfill.RUNNING:
+        return state
+    if beat_at is None or (now - beat_at).total_seconds() > stale_after:
+        return INTERRUPTED
+    return state
+
+
+def backfill_progress(room_id: int) -> dict:
+    """A room's backfill as its page shows it: phase ("idle", "queued", "running",
+    "interrupted", "cancelled", "done"), done and total."""
+    return _backfill_progress(RoomMemory.objects.filter(room_id=room_id).first())
+
+
+def _backfill_progress(state: RoomMemory | None) -> dict:
+    if state is None:
+        return {"phase": RoomMemory.Backfill.IDLE, "done": 0, "total": 0}
+    phase = backfill_phase(state=state.backfill, beat_at=state.backfill_beat_at, now=timezone.now())
+    return {"phase": phase, "done": state.backfill_done, "total": state.backfill_total}
 
 
 def room_memory_status(room) -> dict:
@@ -22,6 +55,7 @@ def room_memory_status(room) -> dict:
         "stale": Summary.objects.filter(room=room, stale=True).count(),
         "extractive": Summary.objects.filter(room=room, source=Summary.Source.EXTRACTIVE).count(),
         "state": state,
+        "backfill": _backfill_progress(state),
     }
 
 

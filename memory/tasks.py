@@ -198,9 +198,11 @@ def backfill(self, room_id: int) -> None:
 
     try:
         if not locked_runs(room_id, work):
+            services.backfill_queue(room_id=room_id)
             raise self.retry(countdown=2)  # a catch-up holds the room; the backfill follows it
     except services.ProviderTrouble as exc:
         if exc.retriable and self.request.retries < len(settings.MEMORY_RETRY_BACKOFF):
+            services.backfill_queue(room_id=room_id)
             raise self.retry(countdown=settings.MEMORY_RETRY_BACKOFF[self.request.retries]) from exc
         _notify_host(
             room_id, f"the backfill stopped: the Utility model failed ({exc}). Press it again later."
@@ -210,7 +212,19 @@ def backfill(self, room_id: int) -> None:
 
 
 def backfill_start(room_id: int) -> None:
-    _redis().delete(cancel_key(room_id))
+    """Queue a room's backfill; it continues where the last one stopped.
+
+    A backfill that reads as interrupted lost its worker, which held the room's lock: the lock
+    is let go now rather than when it expires (MEMORY_LOCK_TTL). Should that worker only have
+    been slow, its next heartbeat finds the room taken and it leaves the work to this run.
+    """
+    from memory import selectors
+
+    client = _redis()
+    client.delete(cancel_key(room_id))
+    if selectors.backfill_progress(room_id)["phase"] == selectors.INTERRUPTED:
+        client.delete(lock_key(room_id))
+    services.backfill_queue(room_id=room_id)
     backfill.delay(room_id)
 
 

@@ -11,6 +11,7 @@ urlpatterns = [
     path("settings/memory/remember/", views.remember, name="remember"),
     path("chats/<int:pk>/memory/backfill/", views.backfill_start, name="backfill"),
     path("chats/<int:pk>/memory/recall/", views.recall_detail, name="recall_detail"),
+    path("chats/<int:pk>/memory/backfill/status/", views.backfill_status, name="backfill_status"),
     path("chats/<int:pk>/memory/backfill/cancel/", views.backfill_cancel, name="backfill_cancel"),
     path("chats/<int:pk>/memory/", views.panel, name="panel"),
     path("chats/<int:pk>/memory/map/", views.tier_map, name="map"),

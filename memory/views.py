@@ -56,6 +56,14 @@ def backfill_start(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("rooms:settings", pk=room.pk)
 
 
+@require_GET
+def backfill_status(request: HttpRequest, pk: int) -> HttpResponse:
+    """The backfill part of the chat's settings page (polled while a backfill is queued or running)."""
+    room = permissions.room_for_host(request.user, pk)
+    context = {"room": room, "backfill": selectors.backfill_progress(room.pk)}
+    return render(request, "memory/_backfill.html", context)
+
+
 @require_POST
 def backfill_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_host(request.user, pk)

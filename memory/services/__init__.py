@@ -11,11 +11,13 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -623,6 +625,48 @@ def remember_set(*, user, on: bool) -> None:
 
 # Backfill ----------------------------------------------------------------------------------------
 
+# Seconds between two heartbeats of a running backfill (selectors.BACKFILL_STALE_SECONDS is
+# how old the last one may be before the backfill reads as interrupted).
+BACKFILL_BEAT_SECONDS = 2.0
+
+
+@transaction.atomic
+def backfill_queue(*, room_id: int) -> None:
+    """Mark a room's backfill as waiting for a worker; it is "running" once a worker starts it."""
+    RoomMemory.objects.update_or_create(room_id=room_id, defaults={"backfill": RoomMemory.Backfill.QUEUED})
+
+
+def _backfill_beat(room_id: int) -> None:
+    RoomMemory.objects.filter(room_id=room_id).update(backfill_beat_at=timezone.now())
+
+
+@contextmanager
+def _backfill_alive(room_id: int) -> Iterator[None]:
+    """Write the backfill's heartbeat every BACKFILL_BEAT_SECONDS while the block runs.
+
+    A thread of its own beats, so a long model call or a slow index step still counts as alive,
+    while a killed worker stops beating at once and the page soon reads "interrupted".
+    """
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(BACKFILL_BEAT_SECONDS):
+                try:
+                    _backfill_beat(room_id)
+                except DatabaseError as exc:
+                    log.warning("backfill heartbeat of room %s not written (%s); next one soon", room_id, exc)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"backfill-beat-{room_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
 
 def backfill(
     room_id: int,
@@ -635,7 +679,12 @@ def backfill(
     next run starts where this one stopped.
     """
     RoomMemory.objects.update_or_create(
-        room_id=room_id, defaults={"backfill": RoomMemory.Backfill.RUNNING, "backfill_done": 0}
+        room_id=room_id,
+        defaults={
+            "backfill": RoomMemory.Backfill.RUNNING,
+            "backfill_done": 0,
+            "backfill_beat_at": timezone.now(),
+        },
     )
 
     saved = [0.0]
@@ -644,11 +693,14 @@ def backfill(
         now = time.monotonic()
         if now - saved[0] >= 0.5 or done >= total:  # the page reads it; twice a second is plenty
             saved[0] = now
-            RoomMemory.objects.filter(room_id=room_id).update(backfill_done=done, backfill_total=total)
+            RoomMemory.objects.filter(room_id=room_id).update(
+                backfill_done=done, backfill_total=total, backfill_beat_at=timezone.now()
+            )
         if progress:
             progress(done, total)
 
-    report = catch_up(room_id, upgrade=True, progress=step, cancelled=cancelled)
+    with _backfill_alive(room_id):
+        report = catch_up(room_id, upgrade=True, progress=step, cancelled=cancelled)
     stopped = cancelled is not None and cancelled()
     RoomMemory.objects.filter(room_id=room_id).update(
         backfill=RoomMemory.Backfill.CANCELLED if stopped else RoomMemory.Backfill.DONE
