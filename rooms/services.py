@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -16,7 +17,6 @@ from orbchat.prompting import macros
 from rooms import events, tokens
 from rooms.models import Member, Message, Presence, Room, Seat, Variant
 
-MAX_MESSAGE_CHARS = 100_000
 NARRATOR = "Narrator"  # speaker of a Narrator-mode message, which voices every character
 # A generation that has not written for this long is taken as dead (its process ended).
 STALE_GENERATION = dt.timedelta(seconds=90)
@@ -28,6 +28,15 @@ class TurnBusy(Exception):
 
 class ActionRefused(Exception):
     """The action does not apply here; the message says why in plain words."""
+
+
+def _check_text(text: str) -> None:
+    """Refuse a message text that is empty or longer than MAX_MESSAGE_CHARS."""
+    if not text.strip():
+        raise ActionRefused("A message cannot be empty.")
+    limit = settings.MAX_MESSAGE_CHARS
+    if len(text) > limit:
+        raise ActionRefused(f"Messages are limited to {limit:,} characters (this one has {len(text):,}).")
 
 
 def _take_seq(room: Room) -> int:
@@ -140,10 +149,7 @@ def room_delete(*, room: Room) -> None:
 def message_create(*, room: Room, author: User, text: str) -> Message:
     """Save a person's message at the room's next seq and show it to everyone in the room."""
     text = text.strip()
-    if not text:
-        raise ActionRefused("The message is empty.")
-    if len(text) > MAX_MESSAGE_CHARS:
-        raise ActionRefused(f"The message is longer than {MAX_MESSAGE_CHARS:,} characters.")
+    _check_text(text)
     message = Message.objects.create(
         room=room,
         seq=_take_seq(room),
@@ -399,6 +405,8 @@ def swipe(*, message: Message, direction: int) -> Message:
 
 @transaction.atomic
 def message_edit(*, message: Message, text: str) -> Message:
+    """Change the text of the message's shown variant (refused when empty or over the limit)."""
+    _check_text(text)
     variant = message.variants.get(index=message.active_index)
     if variant.state == Variant.State.STREAMING:
         raise ActionRefused("This reply is still being written; stop it before editing.")
