@@ -55,8 +55,16 @@ class WriteLock:
         self.db.execute("BEGIN IMMEDIATE")
 
     def release(self) -> None:
-        self.db.execute("ROLLBACK")
-        self.db.close()
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+
+
+@pytest.fixture
+def write_lock():
+    lock = WriteLock()
+    yield lock
+    lock.release()  # a test that failed while holding it must not lock the tests after it
+    lock.db.close()
 
 
 def chat_jsonl(count: int) -> bytes:
@@ -123,9 +131,8 @@ def test_a_send_during_a_big_import_waits_at_most_about_a_second(host, character
 
 
 @sqlite_only
-def test_an_import_that_fails_midway_leaves_no_room_behind(host, character, short_busy_timeout):
+def test_an_import_that_fails_midway_leaves_no_room_behind(host, character, short_busy_timeout, write_lock):
     rooms_before = Room.objects.count()
-    lock = WriteLock()
     errors = []
 
     def run_import() -> None:
@@ -140,9 +147,9 @@ def test_an_import_that_fails_midway_leaves_no_room_behind(host, character, shor
     importer.start()
     while not Message.objects.filter(room__title__endswith="(imported)").exists():
         time.sleep(0.01)
-    lock.take()  # the next batch waits past its busy timeout and fails
+    write_lock.take()  # the next batch waits past its busy timeout and fails
     time.sleep(1.0)
-    lock.release()
+    write_lock.release()
     importer.join()
     assert errors == ["the database was busy, so nothing was imported; try again"]
     assert Room.objects.count() == rooms_before
@@ -152,14 +159,13 @@ def test_an_import_that_fails_midway_leaves_no_room_behind(host, character, shor
 @sqlite_only
 @pytest.mark.asyncio
 async def test_a_send_that_meets_a_locked_database_is_saved_once_the_lock_goes(
-    room, host, short_busy_timeout
+    room, host, short_busy_timeout, write_lock
 ):
     socket = await open_socket(host, room.pk)
-    lock = WriteLock()
-    lock.take()
+    write_lock.take()
     await socket.send_json_to({"type": "send", "text": "Held up, but here."})
     await asyncio.sleep(1.5)  # five busy timeouts
-    lock.release()
+    write_lock.release()
     frame, _ = await until(socket, lambda f: f["type"] == "message" and "Held up, but here." in f["html"])
     await settle()
     texts = await sync_to_async(
@@ -172,14 +178,13 @@ async def test_a_send_that_meets_a_locked_database_is_saved_once_the_lock_goes(
 @sqlite_only
 @pytest.mark.asyncio
 async def test_a_send_the_database_stays_too_busy_for_is_refused_plainly_and_the_socket_stays_open(
-    room, host, short_busy_timeout
+    room, host, short_busy_timeout, write_lock
 ):
     socket = await open_socket(host, room.pk)
-    lock = WriteLock()
-    lock.take()
+    write_lock.take()
     await socket.send_json_to({"type": "send", "text": "Lost in the crowd?"})
     notice, _ = await until(socket, lambda f: f["type"] == "notice", timeout=20)
-    lock.release()
+    write_lock.release()
     assert notice["text"] == "Your message was not saved: the database is busy. Try again."
     await socket.send_json_to({"type": "send", "text": "Trying again."})
     await until(socket, lambda f: f["type"] == "message" and "Trying again." in f["html"])
