@@ -134,6 +134,10 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 MAX_UPLOAD_MB = env.get_int("MAX_UPLOAD_MB", 20)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_MB * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Longest message or edit, in characters: every member's page carries every message.
+MAX_MESSAGE_CHARS = env.get_int("MAX_MESSAGE_CHARS", 100_000)
+# Largest image (avatars, card images) in pixels, checked before the image is decoded.
+MAX_IMAGE_PIXELS = env.get_int("MAX_IMAGE_PIXELS", 16_000_000)
 
 # --- Outbound calls (docs/security.md) -------------------------------------------------------
 # Which addresses a user's connection may reach: "auto" (open while there is one account,

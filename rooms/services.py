@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from django.db import IntegrityError, connection, transaction
+from django.conf import settings
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -16,10 +20,14 @@ from orbchat.prompting import macros
 from rooms import events, tokens
 from rooms.models import Member, Message, Presence, Room, Seat, Variant
 
-MAX_MESSAGE_CHARS = 100_000
 NARRATOR = "Narrator"  # speaker of a Narrator-mode message, which voices every character
 # A generation that has not written for this long is taken as dead (its process ended).
 STALE_GENERATION = dt.timedelta(seconds=90)
+# Seconds between attempts at a write that found the database locked: about 5 s in all.
+LOCKED_RETRY_DELAYS = (0.25, 0.5, 1.0, 1.5, 2.0)
+BUSY = "Your message was not saved: the database is busy. Try again."
+
+T = TypeVar("T")
 
 
 class TurnBusy(Exception):
@@ -28,6 +36,42 @@ class TurnBusy(Exception):
 
 class ActionRefused(Exception):
     """The action does not apply here; the message says why in plain words."""
+
+
+def retry_when_locked(write: Callable[[], T], *, refusal: str = BUSY) -> T:
+    """Run the write, and again after a pause each time SQLite reports the database locked.
+
+    SQLite lets one connection write at a time; a writer that waits past its busy timeout gets
+    "database is locked". When the database is still locked after the last attempt, raise
+    ActionRefused(`refusal`), so the person hears that nothing was saved. Inside an open
+    transaction nothing can be tried again, and the error goes up unchanged.
+    """
+    for delay in LOCKED_RETRY_DELAYS:
+        try:
+            return write()
+        except OperationalError as exc:
+            if not _retryable(exc):
+                raise
+        time.sleep(delay)
+    try:
+        return write()
+    except OperationalError as exc:
+        if not _retryable(exc):
+            raise
+        raise ActionRefused(refusal) from exc
+
+
+def _retryable(exc: OperationalError) -> bool:
+    return "database is locked" in str(exc) and not connection.in_atomic_block
+
+
+def _check_text(text: str) -> None:
+    """Refuse a message text that is empty or longer than MAX_MESSAGE_CHARS."""
+    if not text.strip():
+        raise ActionRefused("A message cannot be empty.")
+    limit = settings.MAX_MESSAGE_CHARS
+    if len(text) > limit:
+        raise ActionRefused(f"Messages are limited to {limit:,} characters (this one has {len(text):,}).")
 
 
 def _take_seq(room: Room) -> int:
@@ -136,14 +180,19 @@ def room_delete(*, room: Room) -> None:
     room.delete()
 
 
-@transaction.atomic
 def message_create(*, room: Room, author: User, text: str) -> Message:
-    """Save a person's message at the room's next seq and show it to everyone in the room."""
+    """Save a person's message at the room's next seq and show it to everyone in the room.
+
+    A locked database is waited for (`retry_when_locked`): the message is saved, or the
+    ActionRefused raised says it was not.
+    """
     text = text.strip()
-    if not text:
-        raise ActionRefused("The message is empty.")
-    if len(text) > MAX_MESSAGE_CHARS:
-        raise ActionRefused(f"The message is longer than {MAX_MESSAGE_CHARS:,} characters.")
+    _check_text(text)
+    return retry_when_locked(lambda: _message_save(room=room, author=author, text=text))
+
+
+@transaction.atomic
+def _message_save(*, room: Room, author: User, text: str) -> Message:
     message = Message.objects.create(
         room=room,
         seq=_take_seq(room),
@@ -399,6 +448,8 @@ def swipe(*, message: Message, direction: int) -> Message:
 
 @transaction.atomic
 def message_edit(*, message: Message, text: str) -> Message:
+    """Change the text of the message's shown variant (refused when empty or over the limit)."""
+    _check_text(text)
     variant = message.variants.get(index=message.active_index)
     if variant.state == Variant.State.STREAMING:
         raise ActionRefused("This reply is still being written; stop it before editing.")

@@ -280,9 +280,16 @@ def _placeholder_png() -> bytes:
 
 def _to_png(image_bytes: bytes) -> bytes:
     try:
-        image = Image.open(io.BytesIO(image_bytes))
-        image.load()
+        image = Image.open(io.BytesIO(image_bytes))  # reads the header only
     except (UnidentifiedImageError, OSError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise InteropError("the avatar is not an image that can be read") from exc
+    width, height = image.size
+    if Image.MAX_IMAGE_PIXELS and width * height > Image.MAX_IMAGE_PIXELS:
+        limit = f"{Image.MAX_IMAGE_PIXELS / 1_000_000:g} megapixels"
+        raise InteropError(f"the avatar is {width}×{height} pixels; the limit is {limit}")
+    try:
+        image.load()
+    except (OSError, SyntaxError, ValueError) as exc:
         raise InteropError("the avatar is not an image that can be read") from exc
     image = ImageOps.exif_transpose(image)
     if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA"):

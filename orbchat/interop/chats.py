@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orbchat.interop.errors import MAX_BYTES, InteropError, check_size
+from orbchat.interop.errors import MAX_BYTES, MAX_DEPTH, InteropError, check_size, too_deep
 
 HEADER_KEYS = ("user_name", "character_name", "create_date", "chat_metadata")
 MESSAGE_KEYS = frozenset(
@@ -216,6 +216,8 @@ def _load_line(line: str) -> tuple[Any, str | None]:
         return None, f"not valid JSON ({exc.msg} at column {exc.colno})"
     except RecursionError:
         return None, "its JSON is nested too deeply"
+    if too_deep(obj):
+        return None, f"its JSON is nested too deeply (more than {MAX_DEPTH} levels)"
     if not isinstance(obj, dict):
         kind = "an array" if isinstance(obj, list) else "a single value"
         return None, f"not a JSON object (it is {kind})"

@@ -6,6 +6,9 @@ import json
 from typing import Any
 
 MAX_BYTES = 20 * 1024 * 1024
+# Deepest nesting of arrays and objects read from a file. SillyTavern's files stay within a
+# dozen levels; copying or saving a structure nested hundreds deep exhausts Python's stack.
+MAX_DEPTH = 100
 
 
 class InteropError(ValueError):
@@ -28,6 +31,21 @@ def check_size(data: bytes | str, max_bytes: int) -> None:
         raise InteropError(f"the file is larger than {describe_size(max_bytes)}")
 
 
+def too_deep(obj: Any, limit: int = MAX_DEPTH) -> bool:
+    """Tell whether arrays and objects nest more than `limit` levels deep (walked without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        elif not isinstance(value, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((item, depth + 1) for item in value if isinstance(item, dict | list))
+    return False
+
+
 def load_json(data: bytes | str | dict, what: str, *, max_bytes: int = MAX_BYTES) -> Any:
     """Decode JSON text (or pass a dict through); `what` names the file in messages ("the card")."""
     if isinstance(data, dict):
@@ -42,8 +60,11 @@ def load_json(data: bytes | str | dict, what: str, *, max_bytes: int = MAX_BYTES
         raise InteropError(f"{what} is not JSON text")
     data = data.removeprefix("\ufeff")
     try:
-        return json.loads(data)
+        obj = json.loads(data)
     except json.JSONDecodeError as exc:
         raise InteropError(f"{what}'s JSON is invalid: {exc.msg} at line {exc.lineno}") from exc
     except RecursionError as exc:
         raise InteropError(f"{what}'s JSON is nested too deeply") from exc
+    if too_deep(obj):
+        raise InteropError(f"{what}'s JSON is nested too deeply (more than {MAX_DEPTH} levels)")
+    return obj

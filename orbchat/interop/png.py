@@ -37,6 +37,14 @@ def _chunks(data: bytes) -> Iterator[tuple[bytes, int, int]]:
         pos = end
 
 
+def image_size(data: bytes) -> tuple[int, int]:
+    """Return (width, height) from the PNG's IHDR chunk, without decoding any pixels."""
+    kind, start, end = next(_chunks(data))
+    if kind != b"IHDR" or end - start != 25:
+        raise InteropError("the PNG does not start with an image header")
+    return struct.unpack(">II", data[start + 8 : start + 16])
+
+
 def _decode_text(body: bytes) -> tuple[str, str] | None:
     keyword, sep, text = body.partition(b"\0")
     if not sep or not keyword:

@@ -47,7 +47,7 @@ class AvatarField(forms.FileField):
         try:
             return images.to_png(upload.read())
         except images.NotAnImage as exc:
-            raise forms.ValidationError(f"{upload.name} is not an image this site can read.") from exc
+            raise forms.ValidationError(f"{upload.name}: {exc}") from exc
 
 
 class CharacterForm(forms.Form):

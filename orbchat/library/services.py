@@ -9,13 +9,13 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.db import transaction
+from django.db import DataError, IntegrityError, transaction
 
 from orbchat.accounts.models import User
 from orbchat.interop import cards, png
 from orbchat.interop import presets as st_presets
 from orbchat.interop import worldbooks as st_worldbooks
-from orbchat.interop.errors import InteropError
+from orbchat.interop.errors import InteropError, load_json
 from orbchat.library import images, presets
 from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldEntry
 
@@ -23,6 +23,7 @@ from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldE
 CARD_FIELDS = tuple(k for k in cards.CARD_KEYS if k != "character_book")
 ENTRY_FIELDS = st_worldbooks.ENTRY_KEYS  # a stored entry has exactly the normalized entry's fields
 SAMPLER_FIELDS = tuple(presets.DEFAULT_SAMPLERS)
+CARD_FORMATS = ("png", "json")
 
 
 class ImportRefused(Exception):
@@ -114,6 +115,7 @@ def character_to_card(character: Character, *, include_book: bool = True) -> dic
 
 
 def character_export(*, character: Character, fmt: str) -> bytes:
+    """Return the character as a SillyTavern card in one of CARD_FORMATS."""
     card = character_to_card(character)
     if fmt == "json":
         return cards.export_card_json(card)
@@ -327,11 +329,10 @@ def detect_kind(filename: str, content: bytes) -> tuple[str, object]:
     if Path(filename).suffix.lower() in (".png", ".webp", ".jpg", ".jpeg"):
         raise InteropError("not a PNG image")
     try:
-        data = json.loads(content.decode("utf-8-sig"))
+        text = content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InteropError("the file is neither a PNG image nor UTF-8 JSON") from exc
-    except json.JSONDecodeError as exc:
-        raise InteropError(f"the file's JSON is invalid: {exc}") from exc
+    data = load_json(text, "the file", max_bytes=max_upload_bytes())
     if not isinstance(data, dict):
         raise InteropError("the JSON is not an object: expected a card, a world book or a preset")
     if st_worldbooks.is_world_info(data):
@@ -346,22 +347,32 @@ def detect_kind(filename: str, content: bytes) -> tuple[str, object]:
     raise InteropError("this JSON is not a character card, a World Info book or a preset")
 
 
-@transaction.atomic
 def import_file(*, owner: User, filename: str, content: bytes) -> Imported:
-    """Import one SillyTavern file of any kind; raise ImportRefused naming the file and problem."""
+    """Import one SillyTavern file of any kind; raise ImportRefused naming the file and problem.
+
+    The file is saved whole or not at all.
+    """
     limit = max_upload_bytes()
     if len(content) > limit:
         raise ImportRefused(f"{filename}: the file is larger than {settings.MAX_UPLOAD_MB} MB")
     try:
         kind, parsed = detect_kind(filename, content)
-    except InteropError as exc:
+        return _import_parsed(owner=owner, filename=filename, kind=kind, parsed=parsed)
+    except (InteropError, images.NotAnImage) as exc:  # e.g. a broken embedded lorebook or image
         raise ImportRefused(f"{filename}: {exc}") from exc
+    except (OverflowError, DataError, IntegrityError) as exc:
+        raise ImportRefused(
+            f"{filename}: a value in the file is out of the range that can be stored"
+        ) from exc
+    except ValueError as exc:  # PostgreSQL's driver refuses text holding NUL characters
+        raise ImportRefused(f"{filename}: a value in the file cannot be stored ({exc})") from exc
+
+
+@transaction.atomic
+def _import_parsed(*, owner: User, filename: str, kind: str, parsed) -> Imported:
     if kind == "card":
         card, avatar = parsed
-        try:
-            return Imported("card", character_create(owner=owner, card=card, avatar=avatar))
-        except InteropError as exc:  # e.g. a broken embedded lorebook
-            raise ImportRefused(f"{filename}: {exc}") from exc
+        return Imported("card", character_create(owner=owner, card=card, avatar=avatar))
     if kind == "worldbook":
         return Imported("worldbook", worldbook_create_from_data(owner=owner, data=parsed))
     data, unmapped = parsed
