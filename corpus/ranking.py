@@ -41,13 +41,13 @@ RRF_K = 5
 LEXICAL_WEIGHT = 1.5
 CANDIDATES = 30
 # A scene's words index with the last message of the scene before and the first of the one after:
-# a moment cut by a block boundary is still found by its words (+0.9 points hit@10 on LoCoMo).
+# a moment cut by a block boundary is still found by its words (docs/benchmarks.md).
 NEIGHBOUR_MESSAGES = 1  # (0 or 1)
 
 # The best hit is "really close" at or above this cosine (per target), or when it holds every
 # content word of the query. Calibrated with `manage.py bench_corpus --memories`: the cosine that
 # best separates LoCoMo questions whose evidence was found from off-topic and gibberish queries
-# (scenes: 96.7 % of the found judged close, 1.7 % of the off-topic; memories: 98.8 % and 0 %).
+# (the shares each value judges close: docs/benchmarks.md, "Closeness threshold").
 CLOSE_COSINE = {SCENES: 0.31, MEMORIES: 0.35}
 
 

@@ -247,8 +247,8 @@ def vector_filter(rooms: list[int], at_from: int | None, at_to: int | None) -> d
 
     The collection is the host's own (one per host and embedding model) and the room list is read
     from the rooms table at every search, so it also shuts out a room handed to someone else, whose
-    vectors still say the old host. A separate "host" clause would add nothing but time: Chroma
-    costs about 13 ms more per clause at 12,500 vectors (p50 63 ms for two clauses, 50 ms for one).
+    vectors still say the old host. A separate "host" clause would add nothing but time: each
+    clause makes Chroma's query measurably slower (docs/benchmarks.md, "Search latency choices").
     """
     clauses: list[dict] = [{"room": {"$in": rooms}}]
     if at_from is not None:
@@ -374,7 +374,8 @@ def search(
 
 def warm(user) -> Future | None:
     """Bring the user's word indexes up to date in the background (call it as the Explore page
-    opens: a host's first search after a restart reads their whole index, about 3 s at 12,500 scenes)."""
+    opens: a host's first search after a restart reads their whole index, which takes seconds
+    for a large library; docs/benchmarks.md)."""
     generation = index.reading_generation(user)
     if generation is None:
         return None

@@ -260,9 +260,8 @@ def embed_query(generation: VectorIndex, text: str) -> list[float]:
     """Embed one short query with the generation's model.
 
     The built-in model embeds it on one thread: a dozen tokens gain nothing from a second one, and
-    while the other core is busy the threads' hand-offs cost many times the work (measured on two
-    busy cores: p50 86 ms, p95 223 ms on two threads; p50 20 ms, p95 30 ms on one). The thread
-    count is restored afterwards.
+    while the other core is busy the threads' hand-offs cost many times the work (measured in
+    docs/benchmarks.md, "Search latency choices"). The thread count is restored afterwards.
     """
     if generation.model_key != BUILTIN_KEY:
         return embed_for(generation, [text])[0]

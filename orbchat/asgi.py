@@ -29,8 +29,9 @@ application = ProtocolTypeRouter(
 
 
 def _warm_up() -> None:
-    """Import litellm and load its tokenizer now, not inside the first person's request (~10 s);
-    then keep the collector from walking all that again (`env.freeze_long_lived_objects`)."""
+    """Import litellm and load its tokenizer now, not inside the first person's request (it takes
+    seconds: docs/benchmarks.md); then keep the collector from walking all that again
+    (`env.freeze_long_lived_objects`)."""
     from rooms import tokens
 
     tokens.count("warm up")

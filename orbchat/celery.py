@@ -19,7 +19,8 @@ app.autodiscover_tasks()
 
 @worker_ready.connect
 def _warm_up(**kwargs) -> None:
-    """Import litellm (≈10 s) when the worker starts, not inside the first task, under its lock."""
+    """Import litellm (slow: docs/benchmarks.md) when the worker starts, not inside the first task,
+    under its lock."""
     from rooms import tokens
 
     tokens.count("warm up")

@@ -12,8 +12,8 @@ and the Memories target is measured and calibrated the same way.
 
 Part 2, speed: one host with 50 rooms × 2,000 messages (12,500 scenes). Messages and Scene rows
 are bulk-created and the scenes written with the real `memory.index.upsert_scenes`; their texts
-and vectors are Part 1's LoCoMo scenes reused (embedding 12,500 chunks on two cores takes most
-of an hour), so the search path — the vector query, the word index, fusion — is the real one.
+and vectors are Part 1's LoCoMo scenes reused (embedding 12,500 chunks again would dominate the
+run), so the search path — the vector query, the word index, fusion — is the real one.
 About 200 questions are then timed.
 
 The LoCoMo file is non-commercial (CC BY-NC 4.0): read it from where it lies, never copy it here.
