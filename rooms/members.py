@@ -13,9 +13,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory import services as memory
 from orbchat.accounts.models import User
-from rooms import events
+from rooms import events, signals
 from rooms.models import Invite, Member, Room
 from rooms.services import ActionRefused
 
@@ -181,7 +180,7 @@ def host_accept(*, room: Room, user: User) -> Room:
     """Become host of a room whose host offered it; the old host stays as a member.
 
     What moves: the room, its messages, seats, author's note and memory (to the new host's
-    index, `memory.services.room_rehosted`). What stays the old host's: their persona, preset and
+    index, by `signals.room_rehosted`). What stays the old host's: their persona, preset and
     world books (the new host's defaults apply), the private fields of their cards (their
     characters speak from their name alone in the new host's prompts, `rooms.prompting`), and
     the prompts and recall of the turns that ran as them (`host_since`).
@@ -202,6 +201,6 @@ def host_accept(*, room: Room, user: User) -> Room:
     room.save(update_fields=["host", "host_offer_to", "persona", "preset", "host_since"])
     # The chat's world books were the old host's: they stay in their library, not in this room.
     room.world_books.remove(*room.world_books.exclude(owner=user))
-    memory.room_rehosted(room_id=room.pk, old_host_id=old_host)
+    signals.room_rehosted.send(sender=Room, room_id=room.pk, old_host_id=old_host)
     events.people_changed(room.pk, f"{user.username} is now the host.", reload=True)
     return room

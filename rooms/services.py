@@ -12,12 +12,11 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory import services as memory
 from orbchat.accounts.models import User
 from orbchat.library.models import Character, Persona
 from orbchat.library.selectors import persona_default
 from orbchat.prompting import macros
-from rooms import events, tokens
+from rooms import events, signals, tokens
 from rooms.models import Member, Message, Presence, Room, Seat, Variant
 
 NARRATOR = "Narrator"  # speaker of a Narrator-mode message, which voices every character
@@ -426,7 +425,7 @@ def turn_finish(
     Room.objects.filter(pk=variant.room_id).update(last_activity=timezone.now())
     events.message_changed(message)
     # Only the last message is ever written to, and it is inside the never-summarised window.
-    memory.enqueue_catch_up(variant.room_id)
+    signals.reply_committed.send(sender=Variant, room_id=variant.room_id)
     return variant
 
 
@@ -442,7 +441,7 @@ def swipe(*, message: Message, direction: int) -> Message:
     message.active_index = target
     message.save(update_fields=["active_index"])
     events.message_changed(message)
-    memory.messages_changed(room_id=message.room_id, seqs=[message.seq])
+    signals.messages_changed.send(sender=Message, room_id=message.room_id, seqs=[message.seq])
     return message
 
 
@@ -457,7 +456,7 @@ def message_edit(*, message: Message, text: str) -> Message:
     variant.tokens = tokens.count(text)
     variant.save(update_fields=["text", "tokens", "updated_at"])
     events.message_changed(message)
-    memory.messages_changed(room_id=message.room_id, seqs=[message.seq])
+    signals.messages_changed.send(sender=Message, room_id=message.room_id, seqs=[message.seq])
     return message
 
 
@@ -466,7 +465,7 @@ def message_set_hidden(*, message: Message, hidden: bool) -> Message:
     message.hidden = hidden
     message.save(update_fields=["hidden"])
     events.message_changed(message)
-    memory.messages_changed(room_id=message.room_id, seqs=[message.seq])
+    signals.messages_changed.send(sender=Message, room_id=message.room_id, seqs=[message.seq])
     return message
 
 
@@ -481,9 +480,9 @@ def message_delete(*, message: Message, and_after: bool = False) -> list[int]:
     doomed.delete()
     events.messages_removed(room.pk, ids)
     if and_after:
-        memory.messages_rewound(room_id=room.pk, from_seq=message.seq)
+        signals.messages_rewound.send(sender=Message, room_id=room.pk, from_seq=message.seq)
     else:
-        memory.messages_changed(room_id=room.pk, seqs=[message.seq])
+        signals.messages_changed.send(sender=Message, room_id=room.pk, seqs=[message.seq])
     return ids
 
 

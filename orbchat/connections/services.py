@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from orbchat.accounts.models import User
-from orbchat.connections import outbound, providers, reranker, secrets
+from orbchat.connections import outbound, providers, reranker, secrets, signals
 from orbchat.connections.models import Connection, ModelRoles
 
 
@@ -133,8 +133,6 @@ def model_roles_update(
     roles.rerank_kind, roles.rerank, roles.rerank_local_path = rerank_kind, rerank, rerank_local_path.strip()
     roles.save()
     if embedding_changed:
-        from memory import index
-
-        # A new embedding model means a new index: start building it now (memory owns that).
-        transaction.on_commit(lambda: index.live_generations(user) if index.has_vectors(user) else None)
+        # A new embedding model means a new index: memory builds it (it listens for this).
+        transaction.on_commit(lambda: signals.embedding_changed.send(sender=ModelRoles, user=user))
     return roles
