@@ -8,8 +8,11 @@ class MemoryConfig(AppConfig):
         """Listen to the rooms app's news: memory follows what happens to the messages."""
         # Imported here, not at the top: app modules may load only once the app registry is ready.
         from memory import receivers
+        from memory.turn_memory import TurnMemory
         from orbchat.connections import signals as connection_signals
-        from rooms import signals
+        from rooms import memory_port, signals
+
+        memory_port.register(TurnMemory())
 
         signals.reply_committed.connect(receivers.reply_committed, dispatch_uid="memory.reply_committed")
         signals.messages_changed.connect(receivers.messages_changed, dispatch_uid="memory.messages_changed")

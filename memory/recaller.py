@@ -57,6 +57,16 @@ class Outcome:
     notices: list[str] = field(default_factory=list)
     ms: float = 0.0
 
+    def preview(self) -> dict:
+        """What the host's Preview shows of this recall: the memories sent, and those the budget cut."""
+        return {
+            "recalled": [
+                {"label": s.item.label, "score": round(s.score, 4), "why": s.why, "text": s.item.text}
+                for s in self.kept
+            ],
+            "memory_cut": [r.item.label for r in self.cut],
+        }
+
     def detail(self) -> dict:
         """The host-only detail: query, pool, kept with scores, a sample of the rejected with reasons."""
         return {

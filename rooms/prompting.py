@@ -11,8 +11,6 @@ from dataclasses import dataclass, field, replace
 
 from django.db.models import F, Q
 
-from memory import recall, recaller
-from memory.services import memory_on, tuning_get
 from orbchat.connections import gateway
 from orbchat.connections.models import Connection, ModelRoles
 from orbchat.connections.services import model_roles_get
@@ -20,7 +18,7 @@ from orbchat.library.models import Preset, WorldBook, default_memory_template
 from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
 from orbchat.library.worldtest import book_for_activation
 from orbchat.prompting import assemble, macros, worldinfo
-from rooms import tokens
+from rooms import memory_port, tokens
 from rooms.models import Member, Message, Room, Seat, Variant
 from rooms.options import room_options
 from rooms.services import NARRATOR, room_persona, seated
@@ -44,24 +42,15 @@ class TurnPlan:
     prompt: assemble.Prompt
     world_info: list[dict] = field(default_factory=list)
     world_info_state: dict = field(default_factory=dict)
-    recall: recaller.Outcome | None = None  # None: no recall for this kind of turn (impersonate)
+    recall: memory_port.Outcome | None = None  # None: no recall for this kind of turn (impersonate)
     host_id: int | None = None
     speaker: str = ""  # the reply's speaker name (the Narrator's in Narrator mode)
 
     def preview(self) -> dict:
         """Return the JSON the host's Preview shows."""
-        recalled = self.recall.kept if self.recall else []
+        recall = self.recall.preview() if self.recall else {"recalled": [], "memory_cut": []}
         return {
-            "recalled": [
-                {
-                    "label": s.item.label,
-                    "score": round(s.score, 4),
-                    "why": s.why,
-                    "text": s.item.text,
-                }
-                for s in recalled
-            ],
-            "memory_cut": [r.item.label for r in self.recall.cut] if self.recall else [],
+            **recall,
             "messages": self.prompt.messages,
             "sections": [vars(s) for s in self.prompt.sections],
             "history_kept": self.prompt.history_kept,
@@ -193,10 +182,10 @@ def plan_turn(
     `on_recalling` is called just before memory recall runs, when there is memory to read (the
     room's icon says so).
     """
-    connection = _chat_connection(room)
+    connection = chat_connection(room)
     if connection is None:
         raise NoChatModel("No Chat model is connected. The host can connect one in Settings → Models.")
-    prompt_input, samplers, activation = _prompt_input(
+    prompt_input, samplers, activation = prompt_input_for(
         room=room,
         seat=seat,
         connection=connection,
@@ -207,7 +196,9 @@ def plan_turn(
     prompt = assemble.assemble(prompt_input)
     outcome = None
     if mode != "impersonate":
-        prompt, outcome = _with_memory(room, seat, prompt_input, prompt, on_recalling)
+        prompt, outcome = memory_port.with_memory(
+            room=room, seat=seat, prompt_input=prompt_input, prompt=prompt, on_recalling=on_recalling
+        )
     max_tokens = prompt_input.max_tokens
     params = {
         "temperature": samplers["temperature"],
@@ -226,7 +217,7 @@ def plan_turn(
     ]
     return TurnPlan(
         connection=connection,
-        target=gateway.target_for(connection),
+        target=gateway.target_for(connection, owner=room.host),
         params=params,
         prompt=prompt,
         world_info=world_info,
@@ -237,7 +228,7 @@ def plan_turn(
     )
 
 
-def _chat_connection(room: Room) -> Connection | None:
+def chat_connection(room: Room) -> Connection | None:
     """Return the host's Chat model connection (read with the room by `rooms.turns.room_for_turn`)."""
     try:
         roles = room.host.model_roles
@@ -246,7 +237,7 @@ def _chat_connection(room: Room) -> Connection | None:
     return roles.chat
 
 
-def _prompt_input(
+def prompt_input_for(
     *,
     room: Room,
     seat: Seat | None,
@@ -345,72 +336,5 @@ def _prompt_input(
     return prompt_input, samplers, activation
 
 
-def _with_memory(
-    room: Room,
-    seat: Seat | None,
-    prompt_input: assemble.PromptInput,
-    prompt: assemble.Prompt,
-    on_recalling: Callable[[], None] | None,
-) -> tuple[assemble.Prompt, recaller.Outcome]:
-    """Recall from what scrolled out of `prompt` and put it in the Memory section.
-
-    The memory budget (a share of the context) is reserved first, so the history kept beside
-    the memory is known before recall runs; recall only reads what lies before it.
-    """
-    tuning = tuning_get()
-    if not memory_on(room, tuning) or tuning.mode == recall.OFF:
-        return prompt, recaller.Outcome(state="off")
-    total = recaller.written_for(room, seat)
-    if on_recalling is not None and total:
-        on_recalling()
-    history = prompt_input.history
-    query_texts = [h.text for h in history if not h.hidden]
-    reserve = int(prompt_input.context_size * tuning.budget_share)
-    # When everything fits, the prompt as it is gives the live window (recall will find nothing
-    # before it); so does a chat with no memory written yet, whose prompt goes out as it is.
-    # Otherwise the window is the one left beside the reserved memory budget.
-    fitted = prompt
-    if prompt.history_dropped and total:
-        fitted = assemble.assemble(replace(prompt_input, max_tokens=prompt_input.max_tokens + reserve))
-    live_start = fitted.history_kept[0] if fitted.history_kept else room.next_seq
-    outcome = recaller.recall_for(
-        room=room,
-        seat=seat,
-        query_texts=query_texts,
-        live_start=live_start,
-        budget=reserve,
-        count=prompt_input.count_tokens,
-        tuning=tuning,
-        total=total,
-    )
-    if not outcome.text:
-        return prompt, outcome
-    template = prompt_input.memory_template
-    if template == default_memory_template():
-        template = f"{tuning.heading}:\n{{{{memory}}}}"
-    final = assemble.assemble(
-        replace(
-            prompt_input,
-            history=[h for h in history if h.seq >= live_start],
-            memory_text=outcome.text,
-            memory_template=template,
-        )
-    )
-    return final, outcome
-
-
 def _with_budget(book: worldinfo.Book, budget: int) -> worldinfo.Book:
-    from dataclasses import replace
-
     return replace(book, token_budget=budget)
-
-
-def recall_dry_run(*, room: Room, seat: Seat | None, text: str) -> recaller.Outcome:
-    """Run recall as if `text` were the host's next message, with the room's current settings.
-
-    Nothing is saved and no event is sent: it answers "what would recall pick, and why?".
-    """
-    connection = _chat_connection(room)
-    prompt_input, _, _ = _prompt_input(room=room, seat=seat, connection=connection, draft=text)
-    _, outcome = _with_memory(room, seat, prompt_input, assemble.assemble(prompt_input), None)
-    return outcome

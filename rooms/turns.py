@@ -19,11 +19,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from memory import recaller
 from orbchat.connections import gateway
 from orbchat.connections.gateway import plain_error
 from orbchat.consumers import user_group
-from rooms import events, relay, services, speakers
+from rooms import events, memory_port, relay, services, speakers
 from rooms.models import Message, Room, Seat, Variant
 from rooms.options import RoomOptions, room_options
 from rooms.prompting import NoChatModel, TurnPlan, plan_turn
@@ -195,7 +194,7 @@ def room_for_turn(room_id: int) -> Room:
 def _recalled(variant: Variant, plan: TurnPlan) -> None:
     """Log the reply's recall and show its detail to the host alone (the room has its count)."""
     outcome = plan.recall
-    recaller.log_save(room_id=variant.room_id, variant_id=variant.pk, speaker=plan.speaker, outcome=outcome)
+    memory_port.log(room_id=variant.room_id, variant_id=variant.pk, speaker=plan.speaker, outcome=outcome)
     events.recall_detail(plan.host_id, variant.room_id, outcome.detail())
     for text in outcome.notices:
         events.user_notice(plan.host_id, text)

@@ -45,19 +45,21 @@ class Target:
     refusal: str = ""
 
 
-def target_for(connection: Connection) -> Target:
+def target_for(connection: Connection, *, owner=None) -> Target:
+    """Return how to reach the connection's model; `owner`, when the caller has read it, is not read again."""
+    owner = owner if owner is not None and owner.pk == connection.owner_id else connection.owner
     key = secrets.decrypt(connection.api_key_encrypted) or NO_KEY
     refusal = ""
     if key == NO_KEY and providers.needs_key(connection.provider) and not connection.api_base:
         refusal = "This connection has no API key; add one in Connections."
-    elif providers.uses_server_credentials(connection.model) and not connection.owner.can_manage_users:
+    elif providers.uses_server_credentials(connection.model) and not owner.can_manage_users:
         refusal = providers.SERVER_CREDENTIALS_REFUSED
     return Target(
         model=connection.model,
         api_base=connection.api_base or None,
         api_key=key,
         extra={k: v for k, v in (connection.extra_params or {}).items() if k in providers.EXTRA_PARAMS},
-        guarded=bool(connection.api_base) and outbound.guarded(connection.owner),
+        guarded=bool(connection.api_base) and outbound.guarded(owner),
         refusal=refusal,
     )
 

@@ -82,8 +82,11 @@ def story_room(room: Room, total: int, **kwargs) -> Room:
     return add_story(room, total - room.messages.count(), **kwargs)
 
 
-def rerank_from_nowhere(host, path: str = "/nonexistent/cross-encoder") -> None:
-    """Point the host's Rerank role at a CrossEncoder folder that does not exist (it will fail)."""
+def rerank_from_nowhere(host, path: str = "nonexistent/cross-encoder") -> None:
+    """Point the host's Rerank role at a CrossEncoder folder that does not exist (it will fail).
+
+    Inside LOCAL_MODELS_DIR, the only place a local model may be loaded from.
+    """
     from orbchat.connections import services as connection_services
 
     roles = connection_services.model_roles_get(user=host)

@@ -10,11 +10,12 @@ from django.core.management import call_command
 
 from memory import recall, recaller, services
 from memory.models import MemoryTuning, Summary
+from memory.turn_memory import recall_dry_run
 from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
 from orbchat.library import services as library_services
 from rooms import services as room_services
-from rooms.prompting import plan_turn, recall_dry_run
+from rooms.prompting import plan_turn
 from tests.library.cards import v2_card
 from tests.memory.conftest import rerank_from_nowhere, story_room
 

@@ -10,10 +10,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memory.turn_memory import recall_dry_run
 from rooms import services
 from rooms.models import Room
 from rooms.options import room_options
-from rooms.prompting import recall_dry_run
 
 
 class Command(BaseCommand):

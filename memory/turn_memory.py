@@ -1,0 +1,99 @@
+"""Memory's part in a turn: fill the prompt's Memory section, log what was recalled.
+
+Registered with the rooms app at start (`rooms.memory_port`, from `memory.apps`): rooms asks, and
+never imports memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from memory import recall, recaller
+from memory.services import memory_on, tuning_get
+from orbchat.library.models import default_memory_template
+from orbchat.prompting import assemble
+from rooms.models import Room, Seat
+from rooms.prompting import chat_connection, prompt_input_for
+
+
+def with_memory(
+    *,
+    room: Room,
+    seat: Seat | None,
+    prompt_input: assemble.PromptInput,
+    prompt: assemble.Prompt,
+    on_recalling: Callable[[], None] | None,
+) -> tuple[assemble.Prompt, recaller.Outcome]:
+    """Recall from what scrolled out of `prompt` and put it in the Memory section.
+
+    The memory budget (a share of the context) is reserved first, so the history kept beside
+    the memory is known before recall runs; recall only reads what lies before it.
+    """
+    tuning = tuning_get()
+    if not memory_on(room, tuning) or tuning.mode == recall.OFF:
+        return prompt, recaller.Outcome(state="off")
+    total = recaller.written_for(room, seat)
+    if on_recalling is not None and total:
+        on_recalling()
+    history = prompt_input.history
+    query_texts = [h.text for h in history if not h.hidden]
+    reserve = int(prompt_input.context_size * tuning.budget_share)
+    # When everything fits, the prompt as it is gives the live window (recall will find nothing
+    # before it); so does a chat with no memory written yet, whose prompt goes out as it is.
+    # Otherwise the window is the one left beside the reserved memory budget.
+    fitted = prompt
+    if prompt.history_dropped and total:
+        fitted = assemble.assemble(replace(prompt_input, max_tokens=prompt_input.max_tokens + reserve))
+    live_start = fitted.history_kept[0] if fitted.history_kept else room.next_seq
+    outcome = recaller.recall_for(
+        room=room,
+        seat=seat,
+        query_texts=query_texts,
+        live_start=live_start,
+        budget=reserve,
+        count=prompt_input.count_tokens,
+        tuning=tuning,
+        total=total,
+    )
+    if not outcome.text:
+        return prompt, outcome
+    template = prompt_input.memory_template
+    if template == default_memory_template():
+        template = f"{tuning.heading}:\n{{{{memory}}}}"
+    final = assemble.assemble(
+        replace(
+            prompt_input,
+            history=[h for h in history if h.seq >= live_start],
+            memory_text=outcome.text,
+            memory_template=template,
+        )
+    )
+    return final, outcome
+
+
+def recall_dry_run(*, room: Room, seat: Seat | None, text: str) -> recaller.Outcome:
+    """Run recall as if `text` were the host's next message, with the room's current settings.
+
+    Nothing is saved and no event is sent: it answers "what would recall pick, and why?".
+    """
+    connection = chat_connection(room)
+    prompt_input, _, _ = prompt_input_for(room=room, seat=seat, connection=connection, draft=text)
+    _, outcome = with_memory(
+        room=room,
+        seat=seat,
+        prompt_input=prompt_input,
+        prompt=assemble.assemble(prompt_input),
+        on_recalling=None,
+    )
+    return outcome
+
+
+class TurnMemory:
+    """What `rooms.memory_port` asks of memory."""
+
+    def with_memory(self, **kwargs) -> tuple[assemble.Prompt, recaller.Outcome]:
+        return with_memory(**kwargs)
+
+    def log(self, *, room_id: int, variant_id: int, speaker: str, outcome: recaller.Outcome) -> None:
+        recaller.log_save(room_id=room_id, variant_id=variant_id, speaker=speaker, outcome=outcome)
