@@ -139,7 +139,9 @@ def room_page(room, *, csrf_token: str, limit: int = 200, at: int | None = None)
     if at is None:
         rows.reverse()
     variants: dict[int, list[tuple]] = {}
-    for row in Variant.objects.filter(message__in=[r[0] for r in rows]).values_list(*VARIANT_FIELDS):
+    # No ORDER BY: ordering by message would join the messages again; the rows are sorted here.
+    found = Variant.objects.filter(message_id__in=[r[0] for r in rows]).order_by()
+    for row in found.values_list(*VARIANT_FIELDS):
         variants.setdefault(row[1], []).append(row)
     version = _page_version()
     keys: list[str | None] = []
