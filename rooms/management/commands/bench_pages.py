@@ -7,9 +7,9 @@ are measured in one run on one machine under the same load.
 
 - Single user: a room of 10,000 messages (the page shows the newest 200), one request at a time;
   the time from sending the request to having the whole page, on loopback.
-- Concurrent: a room of 2,000 messages, `--rounds` bursts of 200 GETs sent at once, each by a
-  signed-in member's tab; requests per second over the bursts, p95 of the requests' times, and
-  how many failed (an error status, a broken connection or a timeout).
+- Concurrent: a room of 2,000 messages, `--rounds` bursts of 200 GETs sent at once (by one
+  signed-in user, as 200 tabs); requests per second over the bursts, p95 of the requests' times,
+  and how many failed (an error status, a broken connection or no answer within 300 s).
 - Older page: the room page has no "older messages" view, so it is reported as null.
 
 Each server first serves a few warm-up requests, as a page someone already opened has been;
@@ -40,6 +40,8 @@ SINGLE_ROOM = 10_000
 CONCURRENT_ROOM = 2_000
 CONCURRENCY = 200
 WARMUP = 5
+SETTLE = 30  # seconds for freshly started web processes to finish warming up
+TIMEOUT = 300  # seconds a request may take before it counts as failed
 TEXT = (
     '*She sets the lamp down.* "The fog is **thick** tonight," she says, and points at the '
     "[harbour map](https://example.com/map).\n\n- three ships due\n- one overdue\n\n"
@@ -58,19 +60,27 @@ class Command(BaseCommand):
         )
         parser.add_argument("--requests", type=int, default=50, help="Single-user requests per build.")
         parser.add_argument("--rounds", type=int, default=3, help="Bursts of 200 concurrent GETs per build.")
+        parser.add_argument(
+            "--baseline-rounds", type=int, default=1, help="Bursts for the baseline (each can take minutes)."
+        )
 
-    def handle(self, *args, out: str | None, baseline: str | None, requests: int, rounds: int, **options):
+    def handle(
+        self, *args, out: str | None, baseline: str | None, requests: int, rounds: int, **options
+    ) -> None:
         self.children = benchkit.Children(prefix="orbchat-bench-pages-")
         with self.children:
             self.children.ensure_redis()  # the web process's channel layer needs one
+            # This checkout first: a baseline's server may still be busy with requests its
+            # clients gave up on, and would slow whatever came after it.
             builds = {"new": Path(settings.BASE_DIR)}
             if baseline:
-                builds = {"baseline": self._unpack(baseline), **builds}
+                builds["baseline"] = self._unpack(baseline)
             user = benchkit.bench_user("bench-pages")
             try:
                 single, concurrent = self._rooms(user)
                 cookie = self._cookie(user)
                 servers = {name: self._start_web(name, folder) for name, folder in builds.items()}
+                time.sleep(SETTLE)  # each web process imports litellm on a thread as it starts
                 results = {name: {"cold": {}} for name in builds}
                 for name, url in servers.items():  # warm up every server before measuring any
                     for room in (single, concurrent):
@@ -85,7 +95,8 @@ class Command(BaseCommand):
                     self.stderr.write(f"{name}: single user {results[name]['room_page_ms']}")
                 for name, url in servers.items():
                     page = url + reverse("rooms:room", args=[concurrent.pk])
-                    results[name]["concurrent_200"] = asyncio.run(self._bursts(page, cookie, rounds))
+                    bursts = options["baseline_rounds"] if name == "baseline" else rounds
+                    results[name]["concurrent_200"] = asyncio.run(self._bursts(page, cookie, bursts))
                     self.stderr.write(f"{name}: concurrent {results[name]['concurrent_200']}")
                 for name in builds:
                     cold = results[name].pop("cold")
@@ -167,7 +178,7 @@ class Command(BaseCommand):
         """Milliseconds from sending a GET to having read the whole page."""
         request = urllib.request.Request(url, headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"})
         start = time.perf_counter()
-        with urllib.request.urlopen(request, timeout=120) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
             response.read()
             if response.status != 200:
                 raise CommandError(f"{url} answered {response.status}")
@@ -179,7 +190,7 @@ class Command(BaseCommand):
         times: list[float] = []
         errors = 0
         connector = aiohttp.TCPConnector(limit=0)
-        timeout = aiohttp.ClientTimeout(total=120)
+        timeout = aiohttp.ClientTimeout(total=TIMEOUT)
         headers = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"}
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
 
@@ -210,7 +221,7 @@ class Command(BaseCommand):
         }
 
     def _print(self, results: dict) -> None:
-        names = list(results)
+        names = sorted(results, key=lambda name: name != "baseline")  # the baseline first
         self.stdout.write(f"room page (ms unless said), {', '.join(names)}")
         self.stdout.write(f"{'measure':<44}" + "".join(f"{n:>14}" for n in names))
 
