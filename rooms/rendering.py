@@ -200,9 +200,11 @@ class HtmlCache:
 
     The LRU answers a page view without any round trip; Django's cache lets other processes
     (more web processes, the worker) reuse what one of them rendered when CACHES points at a
-    shared store such as Redis. Keys name their content completely (a digest of everything the
-    HTML depends on), so an entry is never invalidated, only evicted: a changed text makes a new
-    key. A failing Django cache costs renders, never a page.
+    shared store such as Redis. Django's default in-process cache is not used: it would only
+    repeat the LRU, and its few hundred entries would push out whatever else it holds. Keys
+    name their content completely (a digest of everything the HTML depends on), so an entry is
+    never invalidated, only evicted: a changed text makes a new key. A failing Django cache
+    costs renders, never a page.
     """
 
     def __init__(self, prefix: str, *, max_chars: int, timeout: int = 7 * 24 * 3600) -> None:
@@ -214,9 +216,12 @@ class HtmlCache:
         self._lock = threading.Lock()
 
     def _shared(self):
+        """Django's cache when it is shared between processes, else None."""
         from django.core.cache import caches
+        from django.core.cache.backends.locmem import LocMemCache
 
-        return caches["default"]
+        cache = caches["default"]
+        return None if isinstance(cache, LocMemCache) else cache
 
     def _name(self, key: str) -> str:
         return f"orbchat:{self.prefix}:{key}"
@@ -233,9 +238,10 @@ class HtmlCache:
                 else:
                     self._entries.move_to_end(key)
                     found[key] = html
-        if missing:
+        cache = self._shared()
+        if missing and cache is not None:
             try:
-                shared = self._shared().get_many([self._name(k) for k in missing])
+                shared = cache.get_many([self._name(k) for k in missing])
             except Exception:  # noqa: BLE001 - a cache outage must not fail the page
                 logger.warning("message HTML cache unavailable", exc_info=True)
                 shared = {}
@@ -250,8 +256,11 @@ class HtmlCache:
         if not entries:
             return
         self._remember(entries)
+        cache = self._shared()
+        if cache is None:
+            return
         try:
-            self._shared().set_many({self._name(k): v for k, v in entries.items()}, self.timeout)
+            cache.set_many({self._name(k): v for k, v in entries.items()}, self.timeout)
         except Exception:  # noqa: BLE001 - a cache outage must not fail the page
             logger.warning("message HTML cache unavailable", exc_info=True)
 

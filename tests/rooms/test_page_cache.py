@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from django.core.cache import caches
@@ -176,3 +177,22 @@ def test_the_room_page_makes_as_many_queries_for_200_messages_as_for_3(room, hos
             page(client, target)
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+def test_with_a_shared_cache_a_fresh_process_reuses_what_another_rendered(
+    room, host, settings, real_services
+):
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": real_services["redis"],
+            "KEY_PREFIX": f"test-{room.pk}-{time.time_ns()}",
+            "TIMEOUT": 60,
+        }
+    }
+    fill(room, 10)
+    page(client_for(host), room)
+    presenters.clear_caches()  # what a newly started web process has: nothing of its own
+    before = rendering.render_count()
+    html = page(client_for(host), room)
+    assert rendering.render_count() == before and "Line 10:" in html
