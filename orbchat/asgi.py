@@ -12,7 +12,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "orbchat.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-django_asgi_app = get_asgi_application()
+from orbchat.httplimit import ConcurrencyLimit  # noqa: E402
+
+django_asgi_app = ConcurrencyLimit(get_asgi_application())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

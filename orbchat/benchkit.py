@@ -80,10 +80,14 @@ class Children:
                 child.kill()  # the others still get their turn
                 child.wait()
 
-    def spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
-        """Start a child in the project folder, its output in `<folder>/<name>.log`."""
+    def spawn(
+        self, name: str, args: list[str], env: dict | None = None, cwd: Path | None = None
+    ) -> subprocess.Popen:
+        """Start a child in `cwd` (by default the project folder), its output in `<folder>/<name>.log`."""
         log = open(self.folder / f"{name}.log", "wb")  # noqa: SIM115 - the child owns it
-        child = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=settings.BASE_DIR, env=env)
+        child = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, cwd=cwd or settings.BASE_DIR, env=env
+        )
         self.processes.append(child)
         return child
 

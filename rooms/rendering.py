@@ -1,11 +1,20 @@
-"""Render chat messages as safe HTML: CommonMark plus roleplay conventions."""
+"""Render chat messages as safe HTML: CommonMark plus roleplay conventions.
+
+Rendering is pure (the HTML depends on the text and on this module's rules only), so rendered
+HTML is cached by a digest of the text: `render_cached`. See `HtmlCache` for where it is kept.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import markdown_it
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.renderer import RendererHTML
@@ -13,7 +22,9 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
 
-__all__ = ["render_message"]
+__all__ = ["HtmlCache", "clear_cache", "digest", "render_cached", "render_count", "render_message"]
+
+logger = logging.getLogger(__name__)
 
 SAFE_URL = re.compile(r"^(?:https?://|mailto:)", re.IGNORECASE)
 SAFE_LANGUAGE = re.compile(r"^[\w.+#-]{1,40}$")
@@ -152,9 +163,146 @@ def _build() -> MarkdownIt:
 
 _MD = _build()
 
+# Part of every cache key, with markdown-it's version: raise it whenever the same text would
+# render differently (a rule above, the Markdown options), so HTML cached before is never served.
+RENDERER_VERSION = 1
+
+_renders = 0
+_renders_lock = threading.Lock()
+
 
 def render_message(text: str) -> str:
     """Return safe HTML for a chat message."""
+    global _renders
     if not text or not text.strip():
         return ""
+    with _renders_lock:
+        _renders += 1
     return _MD.render(text)
+
+
+def render_count() -> int:
+    """How many messages this process has run through the Markdown renderer so far."""
+    return _renders
+
+
+def digest(*parts: object) -> str:
+    """A short, stable digest of `parts` (strings, numbers, None), for cache keys."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update(str(part).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+class HtmlCache:
+    """Rendered HTML by key: a process-local LRU in front of Django's cache (CACHES["default"]).
+
+    The LRU answers a page view without any round trip; Django's cache lets other processes
+    (more web processes, the worker) reuse what one of them rendered when CACHES points at a
+    shared store such as Redis. Django's default in-process cache is not used: it would only
+    repeat the LRU, and its few hundred entries would push out whatever else it holds. Keys
+    name their content completely (a digest of everything the HTML depends on), so an entry is
+    never invalidated, only evicted: a changed text makes a new key. A failing Django cache
+    costs renders, never a page.
+    """
+
+    def __init__(self, prefix: str, *, max_chars: int, timeout: int = 7 * 24 * 3600) -> None:
+        self.prefix = prefix
+        self.max_chars = max_chars
+        self.timeout = timeout
+        self._entries: OrderedDict[str, str] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def _shared(self):
+        """Django's cache when it is shared between processes, else None."""
+        from django.core.cache import caches
+        from django.core.cache.backends.locmem import LocMemCache
+
+        cache = caches["default"]
+        return None if isinstance(cache, LocMemCache) else cache
+
+    def _name(self, key: str) -> str:
+        return f"orbchat:{self.prefix}:{key}"
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, str]:
+        """Return the cached HTML of those `keys` that have some."""
+        found: dict[str, str] = {}
+        missing: list[str] = []
+        with self._lock:
+            for key in keys:
+                html = self._entries.get(key)
+                if html is None:
+                    missing.append(key)
+                else:
+                    self._entries.move_to_end(key)
+                    found[key] = html
+        cache = self._shared()
+        if missing and cache is not None:
+            try:
+                shared = cache.get_many([self._name(k) for k in missing])
+            except Exception:  # noqa: BLE001 - a cache outage must not fail the page
+                logger.warning("message HTML cache unavailable", exc_info=True)
+                shared = {}
+            if shared:
+                fetched = {key: shared[self._name(key)] for key in missing if self._name(key) in shared}
+                self._remember(fetched)
+                found.update(fetched)
+        return found
+
+    def set_many(self, entries: dict[str, str]) -> None:
+        """Keep `entries` here and in Django's cache."""
+        if not entries:
+            return
+        self._remember(entries)
+        cache = self._shared()
+        if cache is None:
+            return
+        try:
+            cache.set_many({self._name(k): v for k, v in entries.items()}, self.timeout)
+        except Exception:  # noqa: BLE001 - a cache outage must not fail the page
+            logger.warning("message HTML cache unavailable", exc_info=True)
+
+    def _remember(self, entries: dict[str, str]) -> None:
+        with self._lock:
+            for key, html in entries.items():
+                old = self._entries.pop(key, None)
+                if old is not None:
+                    self._chars -= len(old)
+                self._entries[key] = html
+                self._chars += len(html)
+            while self._chars > self.max_chars and self._entries:
+                _, evicted = self._entries.popitem(last=False)
+                self._chars -= len(evicted)
+
+    def clear(self) -> None:
+        """Forget this process's entries (Django's cache keeps its own until they expire)."""
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+
+RENDERER_KEY = f"{RENDERER_VERSION}-{markdown_it.__version__}"
+_MARKDOWN = HtmlCache(f"md{RENDERER_KEY}", max_chars=16_000_000)
+
+
+def render_cached(text: str) -> str:
+    """`render_message(text)`, rendered once per distinct text.
+
+    The key is a digest of the text itself: an edit or a swipe shows another text, so it finds
+    another key, and HTML cached for an old text can never be served for a new one.
+    """
+    if not text or not text.strip():
+        return ""
+    key = digest(text)
+    html = _MARKDOWN.get_many([key]).get(key)
+    if html is None:
+        html = render_message(text)
+        _MARKDOWN.set_many({key: html})
+    return html
+
+
+def clear_cache() -> None:
+    """Forget this process's rendered Markdown (Django's cache keeps its copies)."""
+    _MARKDOWN.clear()

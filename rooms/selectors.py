@@ -51,13 +51,11 @@ def last_prompt(room: Room) -> dict | None:
 
 def room_people(room: Room) -> dict:
     """Return the room's seats (with presence) and people, for the People page and the room header."""
-    from rooms.models import Member, Presence, Seat
+    from rooms.models import Member, Seat
     from rooms.timeline import ticks, timeline
 
     seats = list(Seat.objects.filter(room=room).select_related("character").prefetch_related("presences"))
-    seated_ids = set(
-        Presence.objects.filter(seat__room=room, left_seq__isnull=True).values_list("seat_id", flat=True)
-    )
+    seated_ids = {s.pk for s in seats if any(p.left_seq is None for p in s.presences.all())}
     members = list(
         Member.objects.filter(room=room, state=Member.State.ACTIVE).select_related("user", "persona")
     )

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -55,21 +56,21 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_member(request.user, pk)
     at = request.GET.get("at", "")
     at = int(at) if at.isdigit() else None
-    views = presenters.room_views(room, at=at)
+    page = presenters.room_page(room, at=at, csrf_token=get_token(request))
     people = selectors.room_people(room)
-    first = views[0].message.seq if views else 0
-    last = views[-1].message.seq if views else 0
+    tuning = tuning_get()
+    first, last = (page.seqs[0], page.seqs[-1]) if page.seqs else (0, 0)
     context = {
         "room": room,
-        "views": views,
+        "messages_html": page.html,
         "at": at,
-        "at_found": at is not None and any(v.message.seq == at for v in views),
-        "hidden_before": room.messages.filter(seq__lt=first).count() if views else 0,
-        "hidden_after": room.messages.filter(seq__gt=last).count() if at is not None and views else 0,
+        "at_found": at in page.seqs,
+        "hidden_before": room.messages.filter(seq__lt=first).count() if page.seqs else 0,
+        "hidden_after": room.messages.filter(seq__gt=last).count() if at is not None and page.seqs else 0,
         "is_host": room.host_id == request.user.pk,
         "options": room_options(room),
         "offer_for_me": room.host_offer_to_id == request.user.pk,
-        "memory_on": memory_on(room) and tuning_get().mode != "off",
+        "memory_on": memory_on(room, tuning) and tuning.mode != "off",
         **people,
         "nav": "home",
     }

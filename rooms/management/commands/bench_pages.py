@@ -1,0 +1,244 @@
+"""Measure how fast the room page is served; print a table and write JSON.
+
+Each build under test is a real daphne serving OrbChat, started as `make run` starts the web
+process (the Procfile's `web` command), over the same database: the code of this checkout and,
+with `--baseline REF`, the code of that git commit, unpacked into a temporary folder, so both
+are measured in one run on one machine under the same load.
+
+- Single user: a room of 10,000 messages (the page shows the newest 200), one request at a time;
+  the time from sending the request to having the whole page, on loopback.
+- Concurrent: a room of 2,000 messages, `--rounds` bursts of 200 GETs sent at once (by one
+  signed-in user, as 200 tabs); requests per second over the bursts, p95 of the requests' times,
+  and how many failed (an error status, a broken connection or no answer within 300 s).
+- Older page: the room page has no "older messages" view, so it is reported as null.
+
+Each server first serves a few warm-up requests, as a page someone already opened has been;
+the first view of each room after start (nothing cached) is reported apart. The benchmark makes
+its own user, rooms and messages and deletes them afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
+
+from orbchat import benchkit
+from rooms.management.commands.bench_turn import database_url
+
+SINGLE_ROOM = 10_000
+CONCURRENT_ROOM = 2_000
+CONCURRENCY = 200
+WARMUP = 5
+SETTLE = 30  # seconds for freshly started web processes to finish warming up
+TIMEOUT = 300  # seconds a request may take before it counts as failed
+TEXT = (
+    '*She sets the lamp down.* "The fog is **thick** tonight," she says, and points at the '
+    "[harbour map](https://example.com/map).\n\n- three ships due\n- one overdue\n\n"
+    "The keeper counted ships and wrote their names in the ledger, one by one, until the lamp "
+    "burned low and the tide turned."
+)
+
+
+class Command(BaseCommand):
+    help = "Benchmark the room page, single user and 200 concurrent GETs (see the module docstring)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--out", help="Where to write the JSON results.")
+        parser.add_argument(
+            "--baseline", metavar="REF", help="Also measure the code of this git commit, as the baseline."
+        )
+        parser.add_argument("--requests", type=int, default=50, help="Single-user requests per build.")
+        parser.add_argument("--rounds", type=int, default=3, help="Bursts of 200 concurrent GETs per build.")
+        parser.add_argument(
+            "--baseline-rounds", type=int, default=1, help="Bursts for the baseline (each can take minutes)."
+        )
+
+    def handle(
+        self, *args, out: str | None, baseline: str | None, requests: int, rounds: int, **options
+    ) -> None:
+        self.children = benchkit.Children(prefix="orbchat-bench-pages-")
+        with self.children:
+            self.children.ensure_redis()  # the web process's channel layer needs one
+            # This checkout first: a baseline's server may still be busy with requests its
+            # clients gave up on, and would slow whatever came after it.
+            builds = {"new": Path(settings.BASE_DIR)}
+            if baseline:
+                builds["baseline"] = self._unpack(baseline)
+            user = benchkit.bench_user("bench-pages")
+            try:
+                single, concurrent = self._rooms(user)
+                cookie = self._cookie(user)
+                servers = {name: self._start_web(name, folder) for name, folder in builds.items()}
+                time.sleep(SETTLE)  # each web process imports litellm on a thread as it starts
+                results = {name: {"cold": {}} for name in builds}
+                for name, url in servers.items():  # warm up every server before measuring any
+                    for room in (single, concurrent):
+                        page = url + reverse("rooms:room", args=[room.pk])
+                        results[name]["cold"][str(room.pk)] = round(self._get(page, cookie), 1)
+                        for _ in range(WARMUP):
+                            self._get(page, cookie)
+                for name, url in servers.items():
+                    page = url + reverse("rooms:room", args=[single.pk])
+                    times = [self._get(page, cookie) for _ in range(requests)]
+                    results[name]["room_page_ms"] = {str(SINGLE_ROOM): benchkit.summary(times)}
+                    self.stderr.write(f"{name}: single user {results[name]['room_page_ms']}")
+                for name, url in servers.items():
+                    page = url + reverse("rooms:room", args=[concurrent.pk])
+                    bursts = options["baseline_rounds"] if name == "baseline" else rounds
+                    results[name]["concurrent_200"] = asyncio.run(self._bursts(page, cookie, bursts))
+                    self.stderr.write(f"{name}: concurrent {results[name]['concurrent_200']}")
+                for name in builds:
+                    cold = results[name].pop("cold")
+                    results[name]["first_view_ms"] = {
+                        str(SINGLE_ROOM): cold[str(single.pk)],
+                        str(CONCURRENT_ROOM): cold[str(concurrent.pk)],
+                    }
+                    results[name]["older_page_ms"] = None  # the page has no "older messages" view
+                    results[name]["first_token_on_screen_ms"] = None  # measured by the turn benchmark
+            finally:
+                user.delete()
+        report = {**results["new"], "baseline": results.get("baseline"), "baseline_ref": baseline}
+        self._print(results)
+        if out:
+            benchkit.write_json(out, report)
+            self.stdout.write(f"wrote {out}")
+
+    # Builds and processes -------------------------------------------------------------------
+
+    def _unpack(self, ref: str) -> Path:
+        """The files of commit `ref` in a folder of their own (no git state is changed)."""
+        folder = self.children.folder / "baseline"
+        try:
+            archive = subprocess.run(
+                ["git", "archive", "--format=tar", ref],
+                cwd=settings.BASE_DIR,
+                capture_output=True,
+                check=True,
+            ).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise CommandError(f"Cannot read commit {ref!r} from the git checkout: {exc}") from exc
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(folder, filter="data")
+        return folder
+
+    def _start_web(self, name: str, folder: Path) -> str:
+        """daphne as the Procfile's `web` line runs it, serving the code in `folder`."""
+        port = benchkit.free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "SECRET_KEY": settings.SECRET_KEY,
+            "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
+        }
+        daphne = str(Path(sys.executable).parent / "daphne")
+        args = [daphne, "-b", "127.0.0.1", "-p", str(port), "--proxy-headers", "orbchat.asgi:application"]
+        child = self.children.spawn(f"web-{name}", args, env, cwd=folder)
+        url = f"http://127.0.0.1:{port}"
+        benchkit.wait_until(lambda: benchkit.answers(f"{url}/static/"), f"daphne ({name})", child, 60)
+        return url
+
+    # Data -----------------------------------------------------------------------------------
+
+    def _rooms(self, user):
+        from orbchat.library import services as library
+        from rooms import services
+
+        card = {"name": "Keeper", "description": "Keeps the harbour ledger.", "first_mes": "Welcome."}
+        character = library.character_create(owner=user, card=card)
+        rooms = []
+        for size in (SINGLE_ROOM, CONCURRENT_ROOM):
+            room = services.room_create_from_character(host=user, character=character)
+            benchkit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}. {TEXT}", tokens=60)
+            rooms.append(room)
+        benchkit.settle()
+        return rooms
+
+    def _cookie(self, user) -> str:
+        from django.test import Client
+
+        client = Client()
+        client.force_login(user)
+        return client.cookies[settings.SESSION_COOKIE_NAME].value
+
+    # Measurements ---------------------------------------------------------------------------
+
+    def _get(self, url: str, cookie: str) -> float:
+        """Milliseconds from sending a GET to having read the whole page."""
+        request = urllib.request.Request(url, headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"})
+        start = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            response.read()
+            if response.status != 200:
+                raise CommandError(f"{url} answered {response.status}")
+        return (time.perf_counter() - start) * 1000
+
+    async def _bursts(self, url: str, cookie: str, rounds: int) -> dict:
+        import aiohttp
+
+        times: list[float] = []
+        errors = 0
+        connector = aiohttp.TCPConnector(limit=0)
+        timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+        headers = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}"}
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
+
+            async def one() -> None:
+                nonlocal errors
+                start = time.perf_counter()
+                try:
+                    async with session.get(url) as response:
+                        await response.read()
+                        if response.status != 200:
+                            errors += 1
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    errors += 1
+                    return
+                times.append((time.perf_counter() - start) * 1000)
+
+            began = time.perf_counter()
+            for _ in range(rounds):
+                await asyncio.gather(*(one() for _ in range(CONCURRENCY)))
+            elapsed = time.perf_counter() - began
+        p95 = benchkit.summary(times)["p95"] if times else None
+        return {
+            "req_per_s": round(len(times) / elapsed, 1),
+            "p95_ms": p95,
+            "errors": errors,
+            "requests": CONCURRENCY * rounds,
+        }
+
+    def _print(self, results: dict) -> None:
+        names = sorted(results, key=lambda name: name != "baseline")  # the baseline first
+        self.stdout.write(f"room page (ms unless said), {', '.join(names)}")
+        self.stdout.write(f"{'measure':<44}" + "".join(f"{n:>14}" for n in names))
+
+        def row(label: str, pick) -> None:
+            self.stdout.write(f"{label:<44}" + "".join(f"{str(pick(results[n])):>14}" for n in names))
+
+        row(
+            f"{SINGLE_ROOM:,} messages, single user, p50",
+            lambda r: r["room_page_ms"][str(SINGLE_ROOM)]["p50"],
+        )
+        row(
+            f"{SINGLE_ROOM:,} messages, single user, p95",
+            lambda r: r["room_page_ms"][str(SINGLE_ROOM)]["p95"],
+        )
+        row(f"{SINGLE_ROOM:,} messages, first view", lambda r: r["first_view_ms"][str(SINGLE_ROOM)])
+        row(f"{CONCURRENT_ROOM:,} messages, first view", lambda r: r["first_view_ms"][str(CONCURRENT_ROOM)])
+        row("older page of 50 messages", lambda r: r["older_page_ms"])
+        row(f"{CONCURRENCY} concurrent GETs, req/s", lambda r: r["concurrent_200"]["req_per_s"])
+        row(f"{CONCURRENCY} concurrent GETs, p95", lambda r: r["concurrent_200"]["p95_ms"])
+        row(f"{CONCURRENCY} concurrent GETs, errors", lambda r: r["concurrent_200"]["errors"])
