@@ -108,6 +108,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Failed sign-ins allowed for one username (and from one address) before each further failure locks
+# it out for 1, 2, 4… seconds, up to LOGIN_MAX_DELAY_SECONDS (see orbchat.accounts.throttle).
+LOGIN_FAILURES_BEFORE_DELAY = env.get_int("LOGIN_FAILURES_BEFORE_DELAY", 5)
+LOGIN_ADDRESS_FAILURES_BEFORE_DELAY = env.get_int("LOGIN_ADDRESS_FAILURES_BEFORE_DELAY", 20)
+LOGIN_MAX_DELAY_SECONDS = env.get_int("LOGIN_MAX_DELAY_SECONDS", 900)
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.get("TIME_ZONE", "UTC")
 USE_I18N = True
