@@ -24,13 +24,17 @@ Call it signed in (the browser session; unsafe methods then need the `X-CSRFToke
 form does) or with a personal access token from Settings → API tokens, sent as
 `Authorization: Bearer <token>`. A token acts as its user, with exactly that user's rights.
 
-Errors are JSON: `{"detail": "..."}`; invalid input is 422 with a list of
+Errors are JSON: `{"detail": "..."}`; anything you cannot see is 404 with the same detail whether
+it exists or not; invalid input is 422 with a list of
 `{"loc": [...], "msg": "...", "type": "..."}`, one for each field at fault.
 """
 NOT_SIGNED_IN = (
     "Sign in, or send a personal access token (Settings → API tokens) as `Authorization: Bearer <token>`."
 )
 BAD_TOKEN = "This access token is not valid: it was revoked, or it never existed."
+# One answer for every 404, so a caller cannot tell another person's chat or memory from a
+# missing one.
+NOT_FOUND = "Not found. It may have been deleted, or you may not have access."
 CSRF_FAILED = "CSRF check failed: a session caller sends the csrftoken cookie's value as X-CSRFToken."
 
 
@@ -109,7 +113,7 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResp
 
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
-    return api.create_response(request, {"detail": str(exc) or "Not found."}, status=404)
+    return api.create_response(request, {"detail": NOT_FOUND}, status=404)
 
 
 @api.exception_handler(PermissionDenied)

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "orbchat.headers.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -110,6 +111,12 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Failed sign-ins allowed for one username (and from one address) before each further failure locks
+# it out for 1, 2, 4… seconds, up to LOGIN_MAX_DELAY_SECONDS (see orbchat.accounts.throttle).
+LOGIN_FAILURES_BEFORE_DELAY = env.get_int("LOGIN_FAILURES_BEFORE_DELAY", 5)
+LOGIN_ADDRESS_FAILURES_BEFORE_DELAY = env.get_int("LOGIN_ADDRESS_FAILURES_BEFORE_DELAY", 20)
+LOGIN_MAX_DELAY_SECONDS = env.get_int("LOGIN_MAX_DELAY_SECONDS", 900)
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.get("TIME_ZONE", "UTC")
 USE_I18N = True
@@ -125,6 +132,12 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Security headers on every response (the Content-Security-Policy comes from orbchat.headers).
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.get_bool("SECURE_COOKIES")

@@ -9,11 +9,7 @@ app_name = "accounts"
 
 urlpatterns = [
     path("setup/", views.setup, name="setup"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(template_name="accounts/login.html", redirect_authenticated_user=True),
-        name="login",
-    ),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("settings/", views.settings_home, name="settings"),
     path(

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from orbchat.accounts import selectors, services
+from orbchat.accounts import selectors, services, throttle
 from orbchat.accounts.forms import AccessTokenForm, SetupForm, UserCreateForm
 from orbchat.accounts.models import AccessToken, User
 
@@ -31,6 +32,33 @@ def setup(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"Welcome, {owner.username}. You are the owner of this OrbChat.")
         return redirect("home")
     return render(request, "accounts/setup.html", {"form": form})
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in, refused outright (the right password too) while the account or the
+    address is locked out after too many failures."""
+
+    template_name = "accounts/login.html"
+    redirect_authenticated_user = True
+
+    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        refused = throttle.refusal(throttle.Attempt.from_request(request))
+        if refused is None:
+            return super().post(request, *args, **kwargs)
+        message, seconds = refused
+        form = self.get_form_class()(request, initial={"username": request.POST.get("username", "")})
+        response = self.render_to_response(self.get_context_data(form=form, throttled=message), status=429)
+        response["Retry-After"] = str(seconds)
+        return response
+
+    def form_valid(self, form) -> HttpResponse:
+        throttle.success_record(throttle.Attempt.from_request(self.request))
+        return super().form_valid(form)
+
+    def form_invalid(self, form) -> HttpResponse:
+        if self.request.POST.get("username") and self.request.POST.get("password"):
+            throttle.failure_record(throttle.Attempt.from_request(self.request))
+        return super().form_invalid(form)
 
 
 def settings_home(request: HttpRequest) -> HttpResponse:

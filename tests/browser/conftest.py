@@ -12,9 +12,22 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
+# Every page reports what the Content-Security-Policy refused (Chromium also logs each refusal).
+REPORT_CSP_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  console.error(`CSP violation: ${event.violatedDirective} blocked ${event.blockedURI || "inline"}`
+    + ` at ${event.sourceFile}:${event.lineNumber}`);
+});
+"""
+
+
+def is_csp_violation(text: str) -> bool:
+    return text.startswith("CSP violation:") or "Content Security Policy" in text
+
+
 # Package scope: Playwright's event loop must be gone before the asyncio tests run.
 @pytest.fixture(scope="package")
-def browser():
+def browser(csp_violations_seen):
     from playwright.sync_api import sync_playwright
 
     if not os.path.exists(CHROMIUM):
@@ -23,8 +36,37 @@ def browser():
         )
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        new_context = browser.new_context
+
+        def watched_context(**kwargs):
+            """A context whose every page records Content-Security-Policy violations."""
+            context = new_context(**kwargs)
+            context.add_init_script(REPORT_CSP_VIOLATIONS)
+
+            def record(message) -> None:
+                if is_csp_violation(message.text):
+                    where = message.page.url if message.page else "a page"
+                    csp_violations_seen.append(f"{where}: {message.text}")
+
+            context.on("console", record)
+            return context
+
+        browser.new_context = watched_context
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="package")
+def csp_violations_seen() -> list[str]:
+    return []
+
+
+@pytest.fixture(autouse=True)
+def csp_violations(csp_violations_seen):
+    """Fail a browser test during which a page broke the Content-Security-Policy."""
+    csp_violations_seen.clear()
+    yield csp_violations_seen
+    assert csp_violations_seen == [], "the Content-Security-Policy refused something on a page"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from memory import services
 from memory.models import Summary
 from memory.services import person
 from orbchat.accounts import services as account_services
-from orbchat.api import api
+from orbchat.api import NOT_FOUND, api
 from rooms import members
 from rooms import services as room_services
 from tests.factories import join, make_user
@@ -226,14 +226,14 @@ def test_an_outsider_learns_nothing(story, people):
             assert response.json()["total"] == 0  # over the rooms they host: none
         else:
             assert response.status_code == 404, (method, path)
-            assert response.json()["detail"] in ("No such room.", "No such memory.")
+            assert response.json()["detail"] == NOT_FOUND
     assert Summary.objects.filter(room=story).count() == 7
 
 
 def test_a_missing_room_or_memory_is_404(host):
     client = caller(user=host)
     assert send(client, "GET", "/rooms/999999/memories").status_code == 404
-    assert send(client, "GET", "/memories/999999").json() == {"detail": "No such memory."}
+    assert send(client, "GET", "/memories/999999").json() == {"detail": NOT_FOUND}
     assert send(client, "PATCH", "/memories/999999", {"pinned": True}).status_code == 404
 
 
