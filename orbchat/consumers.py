@@ -2,10 +2,52 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+log = logging.getLogger(__name__)
 
 # Close code for "not signed in" (4000–4999 is the application range).
 CLOSE_UNAUTHENTICATED = 4401
+
+
+class BadFrame(ValueError):
+    """A frame the socket cannot act on; its text tells the sender what is wrong."""
+
+
+class FrameConsumer(AsyncJsonWebsocketConsumer):
+    """A JSON socket that answers a frame it cannot use with an error frame and stays open.
+
+    Each frame is a JSON object with a "type". Anything else (binary, not JSON, not an object, a
+    field of the wrong type) gets `{"type": "error", "message": ...}` in words; so does a
+    failure while handling a frame, which is logged. The socket is never closed for it: a close
+    from a crash would skip `disconnect` and leave the person's presence behind.
+    """
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        if text_data is None:
+            await self.send_error("This socket reads text frames of JSON; a binary frame was ignored.")
+            return
+        try:
+            content = json.loads(text_data)
+        except (ValueError, RecursionError):
+            await self.send_error('That frame is not JSON. Send an object such as {"type": "ping"}.')
+            return
+        if not isinstance(content, dict):
+            await self.send_error('A frame is a JSON object with a "type", such as {"type": "ping"}.')
+            return
+        try:
+            await self.receive_json(content, **kwargs)
+        except BadFrame as exc:
+            await self.send_error(str(exc))
+        except Exception:  # noqa: BLE001 - reported to the sender and logged; the socket stays open
+            log.exception("a %s frame failed", content.get("type"))
+            await self.send_error("The server failed while doing that. Try again in a moment.")
+
+    async def send_error(self, message: str) -> None:
+        await self.send_json({"type": "error", "message": message})
 
 
 def user_group(user_id: int) -> str:
@@ -13,7 +55,7 @@ def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
-class SiteConsumer(AsyncJsonWebsocketConsumer):
+class SiteConsumer(FrameConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated or not user.is_active:
@@ -27,6 +69,11 @@ class SiteConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def user_closed(self, event: dict) -> None:
+        """Close every open tab of a person who may no longer be signed in (deactivated)."""
+        await self.send_json({"type": "notice", "text": event["text"]})
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def user_notice(self, event: dict) -> None:
         """Forward a notice meant for this user (every open tab of theirs gets it)."""
@@ -43,7 +90,10 @@ class SiteConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "recall_detail", "room": event["room"], "detail": event["detail"]})
 
     async def receive_json(self, content: dict, **kwargs) -> None:
-        if content.get("type") == "ping":
+        kind = content.get("type")
+        if kind == "ping":
             await self.send_json({"type": "pong"})
+        elif isinstance(kind, str):
+            await self.send_error(f'Unknown message type {kind!r}: this socket answers only "ping".')
         else:
-            await self.send_json({"type": "error", "message": "Unknown message type."})
+            await self.send_error('A frame needs a "type" (a string), such as {"type": "ping"}.')

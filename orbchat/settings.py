@@ -176,6 +176,10 @@ CHANNEL_LAYERS = {
     }
 }
 
+# Seconds a room socket counts as online after its last sign of life (it renews every third of
+# this): a web process that dies without closing its sockets leaves no one online for longer.
+PRESENCE_TTL = env.get_int("PRESENCE_TTL", 60)
+
 CELERY_BROKER_URL = env.celery_broker_url(REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = "default"

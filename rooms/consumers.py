@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
 from orbchat.connections.gateway import plain_error
+from orbchat.consumers import BadFrame, FrameConsumer
 from rooms import events, online, permissions, relay, services, turns
 from rooms.models import Message, Room, Seat
+from rooms.prompting import NoChatModel
 
 CLOSE_NOT_ALLOWED = 4404
 # Actions whose handler runs the access check itself, first thing in its own trip to the
@@ -24,7 +28,17 @@ class Refused(Exception):
         self.refusal = refusal
 
 
-class RoomConsumer(AsyncJsonWebsocketConsumer):
+def _id(content: dict, field: str, what: str) -> int:
+    """Return the frame's `field` as an id (a whole number, or its digits as a string)."""
+    value = content.get(field)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise BadFrame(f'"{field}" must be the id of a {what} (a whole number).')
+
+
+class RoomConsumer(FrameConsumer):
     # No channel of its own on the channel layer: the room's events reach the socket through
     # the process's relay (`rooms.relay`). A channel per socket would be one more waiter in the
     # layer's receive for every open tab, woken and put back for every event of every room.
@@ -40,7 +54,9 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
         await relay.join(self.room_id, self)
         self.joined = True
         await self.accept()
-        await online.arrive(self.room_id, user.pk)
+        self.presence = online.Presence(self.room_id, user.pk, uuid.uuid4().hex)
+        await self.presence.arrive()
+        self.heartbeat = asyncio.create_task(self.presence.keep_alive(asyncio.current_task()))
 
     def _allowed(self, user, action: str | None, room: Room | None = None) -> str:
         """Return "" when allowed; otherwise "gone" (no access at all) or the refusal's text.
@@ -69,12 +85,19 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
         if getattr(self, "joined", False):
             self.joined = False
             await relay.leave(self.room_id, self)
-            await online.depart(self.room_id, self.scope["user"].pk)
+        if getattr(self, "presence", None) is not None:
+            self.heartbeat.cancel()
+            presence, self.presence = self.presence, None
+            await presence.depart()
 
     async def receive_json(self, content: dict, **kwargs) -> None:
         action = content.get("type")
         user = self.scope["user"]
-        handler = getattr(self, f"do_{action}", None) if isinstance(action, str) else None
+        if not isinstance(action, str):
+            raise BadFrame(
+                'A frame needs a "type" naming the action, such as {"type": "send", "text": "Hi"}.'
+            )
+        handler = getattr(self, f"do_{action}", None)
         if handler is None or action not in CHECKED_IN_TRIP:
             # Checked on every action: access can be lost while the socket is open.
             refusal = await database_sync_to_async(self._allowed)(user, action if handler else None)
@@ -82,8 +105,7 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
                 await self._refuse(refusal)
                 return
             if handler is None:
-                await self.send_json({"type": "notice", "text": f"Unknown action {action!r}."})
-                return
+                raise BadFrame(f"Unknown action {action!r}.")
         try:
             await handler(content, user)
         except Refused as exc:
@@ -99,7 +121,9 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "notice", "status": 403, "text": refusal})
 
     async def do_send(self, content: dict, user) -> None:
-        text = str(content.get("text", ""))
+        text = content.get("text", "")
+        if not isinstance(text, str):
+            raise BadFrame('"text" must be a string: the message to send.')
 
         def create(room: Room) -> None:
             refusal = self._allowed(user, "send", room)
@@ -118,21 +142,22 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
 
     async def do_speak(self, content: dict, user) -> None:
         """Ask one seated character to answer now (muted or not)."""
-        try:
-            seat_id = int(content["seat"])
-        except (KeyError, TypeError, ValueError):
-            await self.send_json({"type": "notice", "text": "Say which character should speak."})
-            return
+        seat_id = _id(content, "seat", "seat (the character who should speak)")
         await turns.start_turn(self.room_id, "reply", picked=[seat_id])
 
     async def do_speak_next(self, content: dict, user) -> None:
+        seat_id = _id(content, "seat", "seat")
+        on = content.get("on", True)
+        if not isinstance(on, bool):
+            raise BadFrame('"on" must be true or false.')
+
         def flag() -> None:
-            seat = Seat.objects.get(pk=int(content["seat"]), room_id=self.room_id)
-            services.seat_update(seat=seat, speak_next=bool(content.get("on", True)))
+            seat = Seat.objects.get(pk=seat_id, room_id=self.room_id)
+            services.seat_update(seat=seat, speak_next=on)
 
         try:
             await database_sync_to_async(flag)()
-        except (Seat.DoesNotExist, KeyError, TypeError, ValueError):
+        except Seat.DoesNotExist:
             await self.send_json({"type": "notice", "text": "No such seat."})
 
     async def do_regenerate(self, content: dict, user) -> None:
@@ -145,12 +170,13 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
         await turns.request_stop(self.room_id)
 
     async def do_swipe(self, content: dict, user) -> None:
-        direction = 1 if content.get("direction") == "right" else -1
+        message_id = _id(content, "message", "message")
+        if content.get("direction") not in ("left", "right"):
+            raise BadFrame('"direction" must be "left" or "right".')
+        direction = 1 if content["direction"] == "right" else -1
 
         def swipe() -> str | None:
-            message = Message.objects.select_related("room").get(
-                pk=int(content["message"]), room_id=self.room_id
-            )
+            message = Message.objects.select_related("room").get(pk=message_id, room_id=self.room_id)
             last = services.last_message(message.room)
             at_end = message.active_index + 1 >= message.variants.count()
             if (
@@ -167,7 +193,7 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
 
         try:
             follow_up = await database_sync_to_async(swipe)()
-        except (Message.DoesNotExist, KeyError, ValueError):
+        except Message.DoesNotExist:
             await self.send_json({"type": "notice", "text": "No such message."})
             return
         if follow_up:
@@ -175,9 +201,10 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
 
     async def do_impersonate(self, content: dict, user) -> None:
         try:
-            draft = await turns.impersonate(self.room_id)
+            draft = await turns.impersonate(self.room_id, user.pk)
         except Exception as exc:  # noqa: BLE001 - the draft failing is reported, nothing is lost
-            await self.send_json({"type": "notice", "text": plain_error(exc)})
+            text = str(exc) if isinstance(exc, turns.DraftFailed | NoChatModel) else plain_error(exc)
+            await self.send_json({"type": "notice", "text": text})
             return
         await self.send_json({"type": "draft", "text": draft})
 
@@ -201,8 +228,11 @@ class RoomConsumer(AsyncJsonWebsocketConsumer):
 
     async def room_kicked(self, event: dict) -> None:
         if event["user"] == self.scope["user"].pk:
-            await self.send_json({"type": "notice", "text": "You are no longer in this room."})
-            # Not disconnect() here: this runs inside the room relay, which that would stop.
+            # Not relay.leave() here: this runs inside the room relay, which that could stop.
+            relay.drop(self.room_id, self)  # nothing more of the room reaches this socket
+            await self.send_json(
+                {"type": "notice", "text": event.get("text", "You are no longer in this room.")}
+            )
             await self.close(code=CLOSE_NOT_ALLOWED)
 
     async def memory_recall(self, event: dict) -> None:

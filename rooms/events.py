@@ -187,6 +187,21 @@ def member_removed(room_id: int, user_id: int) -> None:
     _after_commit(room_id, lambda: {"type": "room.kicked", "user": user_id})
 
 
+def account_closed(user_id: int, room_ids: list[int]) -> None:
+    """Close every open socket of a deactivated person, after commit: their sockets to each of
+    `room_ids` (as a removal does) and their site sockets (through their per-user group)."""
+    from orbchat.consumers import user_group
+
+    text = "Your account was deactivated."
+
+    def push() -> None:
+        for room_id in room_ids:
+            send(room_id, lambda: {"type": "room.kicked", "user": user_id, "text": text})
+        send_to(user_group(user_id), lambda: {"type": "user.closed", "text": text})
+
+    transaction.on_commit(push)
+
+
 def seats_changed(room_id: int) -> None:
     _after_commit(room_id, lambda: {"type": "room.people", "text": "", "reload": False})
 

@@ -104,6 +104,14 @@ async def leave(room_id: int, consumer) -> None:
         await relay.stop()
 
 
+def drop(room_id: int, consumer) -> None:
+    """Stop handing the room's events to `consumer` (a socket being closed); `leave` still
+    follows from its disconnect. Safe from inside the relay's own hand-over."""
+    relay = _loop_relays().get(room_id)
+    if relay is not None:
+        relay.consumers.discard(consumer)
+
+
 async def publish(room_id: int, event: dict) -> None:
     """Send a room event to every tab: this process's at once, the others' through Redis."""
     relay = _loop_relays().get(room_id)

@@ -566,12 +566,24 @@ async def stream(variant: Variant, plan: TurnPlan, *, release: Callable[[], None
     return state
 
 
-async def impersonate(room_id: int) -> str:
-    """Draft the user's next message with the Chat model; nothing is saved."""
+class DraftFailed(Exception):
+    """Impersonate could not draft; the message is for the person who asked."""
+
+
+async def impersonate(room_id: int, user_id: int) -> str:
+    """Draft the user's next message with the Chat model; nothing is saved.
+
+    The Chat model is the host's: a member who asked hears that the draft failed, not why.
+    """
 
     def plan() -> TurnPlan:
         room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
         return plan_turn(room=room, seat=services.speaking_seat(room), mode="impersonate")
 
     turn = await database_sync_to_async(plan)()
-    return await gateway.acomplete(turn.target, turn.prompt.messages, timeout=PROVIDER_TIMEOUT, **turn.params)
+    try:
+        return await gateway.acomplete(
+            turn.target, turn.prompt.messages, timeout=PROVIDER_TIMEOUT, **turn.params
+        )
+    except Exception as exc:  # noqa: BLE001 - every provider failure becomes a plain sentence
+        raise DraftFailed(plain_error(exc) if user_id == turn.host_id else "The draft failed.") from exc

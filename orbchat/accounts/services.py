@@ -5,12 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import secrets
+from importlib import import_module
 
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from orbchat.accounts.models import AccessToken, User
+from orbchat.accounts.signals import user_deactivated
 from orbchat.library import services as library_services
 
 
@@ -56,7 +60,11 @@ def user_create(*, actor: User, username: str, password: str, role: str) -> User
 
 @transaction.atomic
 def user_set_active(*, actor: User, user: User, active: bool) -> User:
-    """Deactivate (or reactivate) an account; a deactivated user is signed out everywhere."""
+    """Deactivate (or reactivate) an account; a deactivated user is signed out everywhere.
+
+    Deactivating ends every session of theirs (so reactivating later does not revive one) and,
+    on commit, closes their open sockets (`user_deactivated`).
+    """
     if not actor.can_manage_users:
         raise PermissionDenied("Only the owner and admins can change accounts.")
     if user.pk == actor.pk:
@@ -67,7 +75,25 @@ def user_set_active(*, actor: User, user: User, active: bool) -> User:
         raise PermissionDenied("Only the owner can change an admin's account.")
     user.is_active = active
     user.save(update_fields=["is_active"])
+    if not active:
+        _sessions_end(user)
+        user_deactivated.send(sender=User, user=user)
     return user
+
+
+def _sessions_end(user: User) -> None:
+    """Delete every stored session signed in as `user`.
+
+    Sessions kept only in a cookie or a cache cannot be listed; those still stop working, as
+    the sign-in check refuses an inactive account.
+    """
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    if not hasattr(store, "get_model_class"):
+        return
+    sessions = store.get_model_class().objects.filter(expire_date__gt=timezone.now())
+    for session in sessions.iterator():
+        if session.get_decoded().get(SESSION_KEY) == str(user.pk):
+            store(session_key=session.session_key).delete()
 
 
 # Personal access tokens ------------------------------------------------------------------------

@@ -258,3 +258,20 @@ async def test_other_users_and_anonymous_cannot_open_the_room_socket(room, host)
         assert not connected and code == 4404
         await socket.disconnect()
     assert await sync_to_async(Variant.objects.filter(room=room, state="streaming").count)() == 0
+
+
+async def test_a_member_whose_draft_fails_hears_only_that_it_failed(room, host, connected, fake_llm):
+    member = await sync_to_async(make_user)(actor=host, username="drafter")
+    await sync_to_async(join)(room, member)
+    fake_llm.script(Reply(status=401, error_message="Incorrect API key provided: sk-proj-abcdef123456."))
+    tab = await open_socket(member, room.pk)
+    await tab.send_json_to({"type": "impersonate"})
+    notice, _ = await until(tab, lambda f: f["type"] == "notice")
+    assert notice["text"] == "The draft failed."
+    fake_llm.script(Reply(status=401))
+    host_tab = await open_socket(host, room.pk)
+    await host_tab.send_json_to({"type": "impersonate"})
+    notice, _ = await until(host_tab, lambda f: f["type"] == "notice")
+    assert "refused the API key (401)" in notice["text"]
+    for socket in (tab, host_tab):
+        await socket.disconnect()
