@@ -178,6 +178,7 @@
     } else if (data.type === "removed") {
       data.ids.forEach((id) => document.getElementById(`m-${id}`)?.remove());
     } else if (data.type === "notice") showNotice(data.text, data.retry);
+    else if (data.type === "error") showNotice(data.message, false);
     else if (data.type === "online") {
       online = new Set(data.users.map(String));
       showOnline();
