@@ -34,7 +34,7 @@ FUSED = "fused"
 DENSE = "dense"
 LEXICAL = "lexical"
 METHODS = (FUSED, DENSE, LEXICAL)
-# Measured on LoCoMo (`manage.py bench_corpus`): a small k trusts each side's first places more
+# Measured on LoCoMo (`python -m bench corpus`): a small k trusts each side's first places more
 # than the customary 60 (hit@10 0.850 at k=60, 0.917 at k=5), the words side is the stronger one
 # on chat transcripts (weight 1.5), and 30 candidates from each side do as well as 50 or 100.
 RRF_K = 5
@@ -45,7 +45,7 @@ CANDIDATES = 30
 NEIGHBOUR_MESSAGES = 1  # (0 or 1)
 
 # The best hit is "really close" at or above this cosine (per target), or when it holds every
-# content word of the query. Calibrated with `manage.py bench_corpus --memories`: the cosine that
+# content word of the query. Calibrated with `python -m bench corpus --memories`: the cosine that
 # best separates LoCoMo questions whose evidence was found from off-topic and gibberish queries
 # (the shares each value judges close: docs/benchmarks.md, "Closeness threshold").
 CLOSE_COSINE = {SCENES: 0.31, MEMORIES: 0.35}
@@ -227,7 +227,7 @@ class LexicalIndex:
 
 @dataclass(frozen=True)
 class Fusion:
-    """How the two rankings are combined (defaults measured with `manage.py bench_corpus`)."""
+    """How the two rankings are combined (defaults measured with `python -m bench corpus`)."""
 
     method: str = FUSED  # or DENSE / LEXICAL alone (the benchmark's baselines)
     candidates: int = CANDIDATES  # taken from each side (at least the page asked for)

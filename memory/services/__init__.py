@@ -432,6 +432,11 @@ def scene_text(lines: list[Line]) -> str:
     return "\n".join(f"#{line.seq} {line.speaker}: {line.text}" for line in lines)
 
 
+def scene_transcript(scene: Scene) -> str:
+    """The text the scenes index embeds for `scene`: its visible, written messages, one line each."""
+    return scene_text(_lines(scene.room, scene.seq_from, scene.seq_to + 1))
+
+
 def index_scenes(
     room: Room, *, fresh_start: int, t: blocks.Tuning, generations, beat: Callable[[], None] | None = None
 ) -> int:

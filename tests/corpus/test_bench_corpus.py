@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.management import call_command
 
-from corpus.management.commands import bench_corpus
+import bench
+from bench import corpus as bench_corpus
 from memory.models import Scene, Summary
 from rooms.models import Room
 from tests.memory.test_bench_recall import _conversation
@@ -30,19 +30,21 @@ def test_scene_lines_are_read_back_with_their_speakers():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_command_writes_hits_per_category_and_latency(tmp_path, capsys):
+def test_the_benchmark_writes_hits_per_category_and_latency(tmp_path, capsys):
     data = tmp_path / "tiny_locomo.json"
     data.write_text(json.dumps([_conversation(1), _conversation(2)]))
     out = tmp_path / "result.json"
 
-    call_command(
-        "bench_corpus",
-        data=str(data),
-        out=str(out),
-        memories=True,
-        scale_rooms=2,
-        scale_messages=120,
-        scale_queries=12,
+    bench.main(
+        [
+            "corpus",
+            f"--data={data}",
+            f"--out={out}",
+            "--memories",
+            "--scale-rooms=2",
+            "--scale-messages=120",
+            "--scale-queries=12",
+        ]
     )
 
     result = json.loads(out.read_text())

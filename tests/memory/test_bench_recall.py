@@ -1,6 +1,6 @@
-"""The recall benchmark: its pure helpers, and the command end to end on a tiny LoCoMo-shaped file.
+"""The recall benchmark: its pure helpers, and the benchmark end to end on a tiny LoCoMo-shaped file.
 
-The real LoCoMo file is non-commercial and never copied here: the command runs on a synthetic
+The real LoCoMo file is non-commercial and never copied here: the benchmark runs on a synthetic
 file written into tmp_path, through the real database, Chroma server and embedding model.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.management import call_command
 
-from memory import benchmark as bench
-from memory.management.commands.bench_recall import SYSTEMS
+import bench
+from bench import locomo
+from bench.recall import SYSTEMS
 from memory.models import Summary
 from rooms.models import Room
 
@@ -20,57 +20,57 @@ from rooms.models import Room
 
 
 def test_containment_normalises_case_punctuation_and_stopwords():
-    assert bench.content_words("The Sunrise, over a LAKE!") == ["sunrise", "lake"]
-    assert bench.containment("a lake sunrise", "Melanie painted the sunrise over the lake.") == 1.0
-    assert bench.containment("7 May 2023", "Caroline and Melanie, 8 May 2023") == pytest.approx(2 / 3)
-    assert bench.containment("2022", "painted in 2022") == 1.0
-    assert bench.containment("the of", "anything") is None  # no content words: not scored
-    assert bench.containment("Sweden", "") == 0.0
+    assert locomo.content_words("The Sunrise, over a LAKE!") == ["sunrise", "lake"]
+    assert locomo.containment("a lake sunrise", "Melanie painted the sunrise over the lake.") == 1.0
+    assert locomo.containment("7 May 2023", "Caroline and Melanie, 8 May 2023") == pytest.approx(2 / 3)
+    assert locomo.containment("2022", "painted in 2022") == 1.0
+    assert locomo.containment("the of", "anything") is None  # no content words: not scored
+    assert locomo.containment("Sweden", "") == 0.0
 
 
 def test_evidence_ids_are_normalised_and_dangling_ones_dropped():
     known = {"D8:6", "D9:17", "D11:26", "D30:5", "D1:2", "D1:3"}
     raw = ["D8:6; D9:17", "D", "D:11:26", "D30:05", "D1:2 D1:3", "D99:1", "D1:2"]
-    assert bench.normalise_evidence(raw, known) == ("D8:6", "D9:17", "D11:26", "D30:5", "D1:2", "D1:3")
-    assert bench.normalise_evidence([], known) == ()
+    assert locomo.normalise_evidence(raw, known) == ("D8:6", "D9:17", "D11:26", "D30:5", "D1:2", "D1:3")
+    assert locomo.normalise_evidence([], known) == ()
 
 
 def test_evidence_coverage_counts_seqs_inside_ranges():
-    assert bench.evidence_coverage([3, 10, 40], [(0, 7), (8, 15)]) == pytest.approx(2 / 3)
-    assert bench.evidence_coverage([3], []) == 0.0
-    assert bench.evidence_coverage([], [(0, 7)]) is None
-    assert bench.set_coverage([3, 4], {4, 9}) == 0.5
+    assert locomo.evidence_coverage([3, 10, 40], [(0, 7), (8, 15)]) == pytest.approx(2 / 3)
+    assert locomo.evidence_coverage([3], []) == 0.0
+    assert locomo.evidence_coverage([], [(0, 7)]) is None
+    assert locomo.set_coverage([3, 4], {4, 9}) == 0.5
 
 
 def test_budget_filling_takes_by_rank_and_cuts_the_last_item_exactly():
     ranked = [[(5, "one two three")], [(2, "four five six seven")], [(9, "eight")]]
-    text, seqs, used = bench.fill_budget(ranked, 5)
+    text, seqs, used = locomo.fill_budget(ranked, 5)
     assert used == 5 and text.split() == ["one", "two", "three", "four", "five"]
     assert seqs == {5, 2}
     # A chunk of several turns: only the turns that got words count as returned.
     chunk = [[(0, "a b"), (1, "c d"), (2, "e f")]]
-    text, seqs, used = bench.fill_budget(chunk, 3)
+    text, seqs, used = locomo.fill_budget(chunk, 3)
     assert (text.split(), seqs, used) == (["a", "b", "c"], {0, 1}, 3)
-    assert bench.fill_budget(ranked, 0) == ("", set(), 0)
-    assert bench.fill_budget(ranked, 100)[2] == 8
+    assert locomo.fill_budget(ranked, 0) == ("", set(), 0)
+    assert locomo.fill_budget(ranked, 100)[2] == 8
 
 
 def test_percentile_and_category_means():
-    assert bench.percentile([1, 2, 3, 4], 50) == 2.5
-    assert bench.percentile([10], 95) == 10.0
-    assert bench.percentile([], 95) == 0.0
-    means = bench.by_category([("1", 1.0), ("4", 0.0), ("5", 1.0), ("2", None)])
-    assert means[bench.POOLED] == 0.5 and means["5"] == 1.0 and means["2"] is None
+    assert locomo.percentile([1, 2, 3, 4], 50) == 2.5
+    assert locomo.percentile([10], 95) == 10.0
+    assert locomo.percentile([], 95) == 0.0
+    means = locomo.by_category([("1", 1.0), ("4", 0.0), ("5", 1.0), ("2", None)])
+    assert means[locomo.POOLED] == 0.5 and means["5"] == 1.0 and means["2"] is None
 
 
 def test_baselines_rank_sensibly():
-    bm25 = bench.BM25(["Caroline went hiking.", "Melanie painted a lake sunrise.", "Nice!"])
+    bm25 = locomo.BM25(["Caroline went hiking.", "Melanie painted a lake sunrise.", "Nice!"])
     assert bm25.rank("Who painted the sunrise?")[0] == 1
-    assert bench.aligned_chunks([3, 5, 8, 9, 17], 8) == [[3, 5], [8, 9], [17]]
-    assert bench.recency_order([1, 7, 3]) == [7, 3, 1]
+    assert locomo.aligned_chunks([3, 5, 8, 9, 17], 8) == [[3, 5], [8, 9], [17]]
+    assert locomo.recency_order([1, 7, 3]) == [7, 3, 1]
 
 
-# The command end to end ----------------------------------------------------------------------------
+# The benchmark end to end ----------------------------------------------------------------------------
 
 NAMES = ("Avery", "Bruno")
 PLACES = ["Lisbon", "Oslo", "Kyoto", "Quito", "Tromso", "Nairobi", "Hobart", "Bergen"]
@@ -132,12 +132,12 @@ def _conversation(index: int) -> dict:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_command_writes_every_system_with_scores_in_range(tmp_path, capsys):
+def test_the_benchmark_writes_every_system_with_scores_in_range(tmp_path, capsys):
     data = tmp_path / "tiny_locomo.json"
     data.write_text(json.dumps([_conversation(1), _conversation(2)]))
     out = tmp_path / "result.json"
 
-    call_command("bench_recall", data=str(data), out=str(out), scale_messages=2000, scale_turns=12)
+    bench.main(["recall", f"--data={data}", f"--out={out}", "--scale-messages=2000", "--scale-turns=12"])
 
     result = json.loads(out.read_text())
     assert set(result["systems"]) == set(SYSTEMS)

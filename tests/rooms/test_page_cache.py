@@ -13,8 +13,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from bench import kit
 from memory.services import tuning_get
-from orbchat import benchkit
 from rooms import presenters, rendering, services
 from rooms.models import Message
 from tests.factories import client_for, join, make_user
@@ -56,9 +56,7 @@ def tokens(html: str) -> set[str]:
 
 
 def fill(room, count: int) -> None:
-    benchkit.bulk_history(
-        room, range(1, count + 1), text_for=lambda seq: f"Line {seq}: {MARKDOWN}", tokens=20
-    )
+    kit.bulk_history(room, range(1, count + 1), text_for=lambda seq: f"Line {seq}: {MARKDOWN}", tokens=20)
 
 
 def test_a_page_served_from_the_cache_is_the_html_a_fresh_render_gives(room, host):

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from orbchat import benchkit
+from bench import kit
 from rooms import prompting, services
 from rooms.models import Message, Room, Variant
 
@@ -57,7 +57,7 @@ def test_history_is_cut_to_the_context_and_the_kept_range_reported(room, host, c
 
 def long_history(room, size: int) -> None:
     """Messages 1 .. size-1 after the greeting, 40 tokens each, by bulk insert."""
-    benchkit.bulk_history(room, range(1, size), text_for=lambda seq: f"Line {seq}.", tokens=40)
+    kit.bulk_history(room, range(1, size), text_for=lambda seq: f"Line {seq}.", tokens=40)
 
 
 def test_a_long_hidden_stretch_does_not_hide_what_came_before_it(room, host, connected):

@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 
-from orbchat import benchkit
+from bench import kit
 
 SIZES = (100, 1_000, 10_000, 100_000)
 TABS = (1, 20)
@@ -38,44 +34,36 @@ FILLER = (
 
 
 def summary(values: list[float]) -> dict:
-    return {**benchkit.summary(values, 2, nearest=True), "n": len(values)}
+    return {**kit.summary(values, 2, nearest=True), "n": len(values)}
 
 
-def database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-class Command(BaseCommand):
-    help = "Benchmark turn overhead and streaming latency (see the module docstring)."
+class Bench:
+    help = "Benchmark turn overhead and streaming latency."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--out", required=True, help="Where to write the JSON results.")
         parser.add_argument("--turns", type=int, default=100, help="Measured turns per history size.")
         parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
 
-    def handle(self, *args, out: str, turns: int, sizes: str, **options) -> None:
-        self.children = benchkit.Children()
+    def handle(self, *, out: str, turns: int, sizes: str) -> None:
+        self.children = kit.Children()
         with self.children:
             self.children.ensure_redis()  # the channel layer needs one (no `make run` up)
             self.provider = self._start_provider()
             user, character = self._setup()
             try:
-                self.web = self._start_web()
+                self.web = self.children.start_web("web")
                 results = asyncio.run(self._run(user, character, [int(s) for s in sizes.split(",")], turns))
             finally:
                 user.delete()
-        benchkit.write_json(out, results)
+        kit.write_json(out, results)
         self._print(results)
-        self.stdout.write(f"wrote {out}")
+        print(f"wrote {out}")
 
     # Processes ------------------------------------------------------------------------------
 
     def _start_provider(self) -> str:
-        port = benchkit.free_port()
+        port = kit.free_port()
         args = [
             sys.executable,
             "-m",
@@ -89,24 +77,7 @@ class Command(BaseCommand):
         ]
         child = self.children.spawn("provider", args)
         url = f"http://127.0.0.1:{port}"
-        benchkit.wait_until(lambda: benchkit.answers(f"{url}/_requests"), "the fake provider", child, 60)
-        return url
-
-    def _start_web(self) -> str:
-        port = benchkit.free_port()
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "REDIS_URL": settings.REDIS_URL,
-            "SECRET_KEY": settings.SECRET_KEY,
-            "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
-        }
-        daphne = str(Path(sys.executable).parent / "daphne")
-        child = self.children.spawn(
-            "web", [daphne, "-b", "127.0.0.1", "-p", str(port), "orbchat.asgi:application"], env
-        )
-        url = f"http://127.0.0.1:{port}"
-        benchkit.wait_until(lambda: benchkit.answers(f"{url}/static/"), "daphne", child, 60)
+        kit.wait_until(lambda: kit.answers(f"{url}/_requests"), "the fake provider", child, 60)
         return url
 
     def _provider_requests(self) -> list[dict]:
@@ -127,7 +98,7 @@ class Command(BaseCommand):
         from orbchat.connections import services as connections
         from orbchat.library import services as library
 
-        user = benchkit.bench_user("bench")
+        user = kit.bench_user("bench")
         connections.connection_create(
             owner=user, name="fake", provider="local", model="fake", api_base=f"{self.provider}/v1"
         )
@@ -140,16 +111,9 @@ class Command(BaseCommand):
 
         room = services.room_create_from_character(host=user, character=character)
         count = tokens.count(FILLER)
-        benchkit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}: {FILLER}", tokens=count)
-        benchkit.settle()
+        kit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}: {FILLER}", tokens=count)
+        kit.settle()
         return room
-
-    def _cookie(self, user) -> str:
-        from django.test import Client
-
-        client = Client()
-        client.force_login(user)
-        return client.cookies[settings.SESSION_COOKIE_NAME].value
 
     # Measurements ---------------------------------------------------------------------------
 
@@ -176,7 +140,7 @@ class Command(BaseCommand):
             if on_frame is not None:
                 on_frame(frame)
             if frame["type"] == "notice":
-                raise CommandError(f"turn failed: {frame['text']}")
+                raise kit.BenchError(f"turn failed: {frame['text']}")
             if frame["type"] != "message":
                 continue
             if frame.get("created") and 'data-kind="character"' in frame["html"]:
@@ -187,17 +151,17 @@ class Command(BaseCommand):
     async def _run(self, user, character, sizes: list[int], turns: int) -> dict:
         from asgiref.sync import sync_to_async
 
-        cookie = await sync_to_async(self._cookie)(user)
+        cookie = await sync_to_async(kit.session_cookie)(user)
         overhead = {}
         for size in sizes:
             room = await sync_to_async(self._room)(user, character, size)
             overhead[str(size)] = summary(await self._overhead(cookie, room.pk, turns))
-            self.stderr.write(f"overhead at {size} messages: {overhead[str(size)]}")
+            print(f"overhead at {size} messages: {overhead[str(size)]}", file=sys.stderr)
         latency = {}
         room = await sync_to_async(self._room)(user, character, 100)
         for tabs in TABS:
             latency[str(tabs)] = summary(await self._latency(cookie, room.pk, tabs))
-            self.stderr.write(f"token latency with {tabs} tabs: {latency[str(tabs)]}")
+            print(f"token latency with {tabs} tabs: {latency[str(tabs)]}", file=sys.stderr)
         return {"overhead_ms": overhead, "token_latency_ms": latency}
 
     async def _overhead(self, cookie: str, room_id: int, turns: int) -> list[float]:
@@ -241,11 +205,11 @@ class Command(BaseCommand):
         return samples
 
     def _print(self, results: dict) -> None:
-        self.stdout.write("turn overhead (message sent -> request at the provider), ms")
-        self.stdout.write(f"{'history':>10} {'p50':>8} {'p95':>8} {'n':>5}")
+        print("turn overhead (message sent -> request at the provider), ms")
+        print(f"{'history':>10} {'p50':>8} {'p95':>8} {'n':>5}")
         for size, row in results["overhead_ms"].items():
-            self.stdout.write(f"{int(size):>10,} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")
-        self.stdout.write("added token latency (provider writes -> room socket receives), ms")
-        self.stdout.write(f"{'tabs':>10} {'p50':>8} {'p95':>8} {'n':>5}")
+            print(f"{int(size):>10,} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")
+        print("added token latency (provider writes -> room socket receives), ms")
+        print(f"{'tabs':>10} {'p50':>8} {'p95':>8} {'n':>5}")
         for tabs, row in results["token_latency_ms"].items():
-            self.stdout.write(f"{tabs:>10} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")
+            print(f"{tabs:>10} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")

@@ -1,4 +1,4 @@
-"""Measure Corpus search: `python manage.py bench_corpus --data locomo10.json --out FILE.json`.
+"""Measure Corpus search: `python -m bench corpus --data locomo10.json --out FILE.json`.
 
 Part 1, quality: the LoCoMo conversations become rooms of one host (turns as messages), their
 scenes are built by the real `memory.services.index_scenes` (tier-0 blocks of 8 messages, every
@@ -29,12 +29,8 @@ import re
 import time
 from pathlib import Path
 
-from django.core.management.base import CommandError
-
+from bench import kit, locomo, recall
 from corpus import ranking
-from memory import benchmark as bench
-from memory.management.commands import bench_recall
-from orbchat import benchkit
 
 # (fusion, asked in the question's own room?)
 VARIANTS: dict[str, tuple[ranking.Fusion, bool]] = {
@@ -84,9 +80,9 @@ OFF_TOPIC = [
 GIBBERISH = 30  # random letter strings
 
 
-class Command(bench_recall.Command):
+class Bench(recall.Bench):
     help = "Benchmark Corpus search on LoCoMo (hit@10 per category) and at scale (latency); table + JSON."
-    label = "bench_corpus"
+    label = "bench corpus"
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--data", required=True, help="locomo10.json (or a file shaped like it)")
@@ -100,14 +96,14 @@ class Command(bench_recall.Command):
         parser.add_argument("--scale-messages", type=int, default=2000)
         parser.add_argument("--scale-queries", type=int, default=200)
 
-    def handle(self, *args, data: str, out: str, **options) -> None:
+    def handle(self, *, data: str, out: str, **options) -> None:
         started = time.perf_counter()
         self.data = Path(data)
-        conversations = bench.load_locomo(data)[: options["conversations"] or None]
+        conversations = locomo.load_locomo(data)[: options["conversations"] or None]
         names = [n for n in options["variants"].split(",") if n] or list(VARIANTS)
         unknown = set(names) - set(VARIANTS)
         if unknown:
-            raise CommandError(f"unknown variants: {', '.join(sorted(unknown))}")
+            raise kit.BenchError(f"unknown variants: {', '.join(sorted(unknown))}")
         with self._services("orbchat-bench-corpus-"):
             results = self._quality(
                 conversations, options["questions"], names, options["memories"], options["dump"]
@@ -118,11 +114,11 @@ class Command(bench_recall.Command):
                 )
                 results["search_ms"] = results["scale"]["search_ms"]
         results["wall_s"] = round(time.perf_counter() - started, 1)
-        benchkit.write_json(out, results)
-        self.stdout.write(format_table(results["variants"]))
-        self.stdout.write(f"questions with evidence: {results['n_questions']}")
+        kit.write_json(out, results)
+        print(format_table(results["variants"]))
+        print(f"questions with evidence: {results['n_questions']}")
         for target, chosen in results["closeness"].items():
-            self.stdout.write(
+            print(
                 f"closeness ({target}): best cosine >= {chosen['threshold']} "
                 f"(answered judged close {chosen['answered_close']:.3f}, "
                 f"off-topic judged close {chosen['off_topic_close']:.3f})"
@@ -130,17 +126,17 @@ class Command(bench_recall.Command):
         scale = results.get("scale")
         if scale:
             ms = scale["search_ms"]
-            self.stdout.write(
+            print(
                 f"scale: {scale['rooms']} rooms x {scale['messages_per_room']:,} messages, "
                 f"{scale['scenes']:,} scenes: search p50 {ms['p50']} ms, p95 {ms['p95']} ms "
                 f"(target p95 <= 150 ms); first search {scale['first_ms']} ms, "
                 f"after a new scene {scale['after_new_scene_ms']} ms"
             )
-        self.stdout.write(f"wrote {out} in {results['wall_s']:.0f} s")
+        print(f"wrote {out} in {results['wall_s']:.0f} s")
 
     # Part 1: quality --------------------------------------------------------------------------------
 
-    def _build(self, user, conversation: bench.Conversation, memories: bool):
+    def _build(self, user, conversation: locomo.Conversation, memories: bool):
         """A room holding the conversation, with its scenes (and memory) built by the real services."""
         from memory import index, services
         from memory.services import block_tuning, tuning_get
@@ -265,7 +261,7 @@ class Command(bench_recall.Command):
             (text, np.asarray(vectors[id_], dtype=np.float32)) for id_, text in zip(ids, texts, strict=True)
         ]
         if not pool:
-            raise CommandError("part 1 built no scenes to reuse")
+            raise kit.BenchError("part 1 built no scenes to reuse")
         rng = random.Random(rooms_n * per_room)
         noise = np.random.default_rng(rooms_n)
         user = self._user("scale")
@@ -287,7 +283,7 @@ class Command(bench_recall.Command):
             when = start + dt.timedelta(days=number * 7)
             text_of = {seq: text for seq, _, text in lines}
             speaker_of = {seq: speaker for seq, speaker, _ in lines}
-            benchkit.bulk_history(
+            kit.bulk_history(
                 room,
                 list(text_of),
                 text_for=text_of.get,
@@ -335,7 +331,7 @@ class Command(bench_recall.Command):
                     f"scale: {number + 1}/{rooms_n} rooms, {total_scenes:,} scenes, "
                     f"{time.perf_counter() - clock:.0f} s"
                 )
-        benchkit.settle()
+        kit.settle()
         built_s = time.perf_counter() - clock
 
         questions = [qa.question for c in conversations for qa in c.questions]
@@ -398,11 +394,11 @@ class Command(bench_recall.Command):
             "first_ms": round(first.ms, 1),
             "after_new_scene_ms": round(after_change.ms, 1),
             "load_average": [round(x, 2) for x in os.getloadavg()],  # the machine is shared
-            "search_ms": benchkit.summary(latencies),
-            "filtered_search_ms": benchkit.summary(filtered),
-            "with_host_clause_search_ms": benchkit.summary(with_host),
-            "stage_ms_p50": {name: round(bench.percentile(v, 50), 1) for name, v in stages.items()},
-            "stage_ms_p95": {name: round(bench.percentile(v, 95), 1) for name, v in stages.items()},
+            "search_ms": kit.summary(latencies),
+            "filtered_search_ms": kit.summary(filtered),
+            "with_host_clause_search_ms": kit.summary(with_host),
+            "stage_ms_p50": {name: round(locomo.percentile(v, 50), 1) for name, v in stages.items()},
+            "stage_ms_p95": {name: round(locomo.percentile(v, 95), 1) for name, v in stages.items()},
         }
         self.progress(f"scale: {json.dumps(result)}")
         return result
@@ -423,7 +419,7 @@ def _lines_of(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def _rankings(user, room_id: int, qa: bench.Question, evidence: list[int]) -> dict:
+def _rankings(user, room_id: int, qa: locomo.Question, evidence: list[int]) -> dict:
     """A question's top-100 by meaning and by words, in its room and across all rooms."""
     from corpus import search
 
@@ -463,9 +459,9 @@ def _record(category: str, found, evidence: list[int]) -> dict:
 
 def _summary(rows: list[dict]) -> dict:
     return {
-        "hit_at_10": bench.by_category((r["category"], 1.0 if r["hit"] else 0.0) for r in rows),
-        "close": bench.by_category((r["category"], 1.0 if r["close"] else 0.0) for r in rows),
-        "ms": benchkit.summary([r["ms"] for r in rows]),
+        "hit_at_10": locomo.by_category((r["category"], 1.0 if r["hit"] else 0.0) for r in rows),
+        "close": locomo.by_category((r["category"], 1.0 if r["close"] else 0.0) for r in rows),
+        "ms": kit.summary([r["ms"] for r in rows]),
         "n": len(rows),
     }
 
@@ -501,8 +497,8 @@ def calibrate(positives: list[float], negatives: list[float]) -> dict:
             }
     best["answered"] = len(positives)
     best["off_topic"] = len(negatives)
-    best["answered_p10"] = round(bench.percentile(positives, 10), 3)
-    best["off_topic_p90"] = round(bench.percentile(negatives, 90), 3)
+    best["answered_p10"] = round(locomo.percentile(positives, 10), 3)
+    best["off_topic_p90"] = round(locomo.percentile(negatives, 90), 3)
     return best
 
 
@@ -524,7 +520,7 @@ def format_table(variants: dict[str, dict]) -> str:
     header = [
         "variant",
         "hit@10 1-4",
-        *(f"c{k} {bench.CATEGORY_NAMES[k][:6]}" for k in bench.CATEGORIES),
+        *(f"c{k} {locomo.CATEGORY_NAMES[k][:6]}" for k in locomo.CATEGORIES),
         "ms p50",
         "ms p95",
     ]
@@ -534,9 +530,9 @@ def format_table(variants: dict[str, dict]) -> str:
         rows.append(
             [
                 name,
-                *("-" if hit.get(key) is None else f"{hit[key]:.3f}" for key in bench.KEYS),
+                *("-" if hit.get(key) is None else f"{hit[key]:.3f}" for key in locomo.KEYS),
                 f"{v['ms']['p50']:.1f}",
                 f"{v['ms']['p95']:.1f}",
             ]
         )
-    return bench.aligned(rows)
+    return locomo.aligned(rows)

@@ -1,4 +1,4 @@
-"""Measure memory backfill: `python manage.py bench_backfill --out FILE.json`.
+"""Measure memory backfill: `python -m bench backfill --out FILE.json`.
 
 Builds a synthetic 10,000-message room, backfills it with the built-in extractive summariser and
 then with the fake provider as Utility model, and times summaries, scene indexing and — in the
@@ -13,9 +13,7 @@ import random
 import resource
 import time
 
-from django.core.management.base import BaseCommand
-
-from orbchat import benchkit
+from bench import kit
 
 NAMES = ["Maren", "Tobin", "Harrow", "Ilse", "Corwin", "Esk", "Wren", "Dunmore"]
 PLACES = ["the lighthouse", "Inchfallow", "the customs house", "the seal rocks", "the fog bell", "the ferry"]
@@ -38,28 +36,28 @@ def message_text(rng: random.Random, seq: int) -> str:
     return f"{' '.join(parts)} (#{seq})"
 
 
-class Command(BaseCommand):
+class Bench:
     help = "Benchmark memory backfill on a synthetic 10,000-message room (table + JSON)."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--out", required=True)
         parser.add_argument("--messages", type=int, default=10_000)
 
-    def handle(self, *args, out: str, messages: int, **options) -> None:
-        with benchkit.Children() as children:
+    def handle(self, *, out: str, messages: int) -> None:
+        with kit.Children() as children:
             children.ensure_chroma()
             results = self._run(messages)
-        benchkit.write_json(out, results)
+        kit.write_json(out, results)
         self._print(results)
-        self.stdout.write(f"wrote {out}")
+        print(f"wrote {out}")
 
     def _room(self, user, character, size: int):
         from rooms import services
 
         rng = random.Random(size)
         room = services.room_create_from_character(host=user, character=character)
-        benchkit.bulk_history(room, range(1, size), text_for=lambda seq: message_text(rng, seq), tokens=40)
-        benchkit.settle()
+        kit.bulk_history(room, range(1, size), text_for=lambda seq: message_text(rng, seq), tokens=40)
+        kit.settle()
         return room
 
     def _run(self, size: int) -> dict:
@@ -70,7 +68,7 @@ class Command(BaseCommand):
         from orbchat.library import services as library
         from tests.fakes.llm import FakeLLM, Reply
 
-        user = benchkit.bench_user("bench")
+        user = kit.bench_user("bench")
         try:
             card = {"name": "Maren", "description": "Keeper of the light.", "first_mes": "Welcome."}
             character = library.character_create(owner=user, card=card)
@@ -83,9 +81,8 @@ class Command(BaseCommand):
 
             # The raw encoder on the very texts the scenes index embedded.
             texts = []
-            for scene in Scene.objects.filter(room=room).order_by("block"):
-                lines = services._lines(room, scene.seq_from, scene.seq_to + 1)
-                texts.append(services.scene_text(lines))
+            for scene in Scene.objects.filter(room=room).select_related("room").order_by("block"):
+                texts.append(services.scene_transcript(scene))
             clock = time.perf_counter()
             for start in range(0, len(texts), index.BATCH):
                 embedder.embed(texts[start : start + index.BATCH])
@@ -148,13 +145,13 @@ class Command(BaseCommand):
 
         times, queries = [], []
         for seq in range(size, size + CATCH_UPS):
-            benchkit.bulk_history(room, [seq], text_for=lambda seq: message_text(rng, seq), tokens=40)
+            kit.bulk_history(room, [seq], text_for=lambda seq: message_text(rng, seq), tokens=40)
             with CaptureQueriesContext(connection) as captured:
                 clock = time.perf_counter()
                 services.catch_up(room.pk)
                 times.append((time.perf_counter() - clock) * 1000)
             queries.append(len(captured.captured_queries))
-        return {**benchkit.summary(times), "max_queries": max(queries), "n": len(times)}
+        return {**kit.summary(times), "max_queries": max(queries), "n": len(times)}
 
     def _print(self, r: dict) -> None:
         after = r["catch_up_after_reply"]
@@ -181,4 +178,4 @@ class Command(BaseCommand):
         ]
         width = max(len(name) for name, _ in rows)
         for name, value in rows:
-            self.stdout.write(f"{name.ljust(width)}  {value}")
+            print(f"{name.ljust(width)}  {value}")

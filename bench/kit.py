@@ -1,9 +1,9 @@
-"""The plumbing the benchmark commands share: bench_turn, bench_backfill, bench_recall, bench_corpus.
+"""The plumbing the benchmarks share: turn, pages, backfill, recall and corpus.
 
 Private services (a Chroma or Redis server of the run's own when none answers, and any other child
 process, each logging into one temporary folder and ended when the run ends), a throwaway user,
 rooms filled with a long history by bulk inserts, p50/p95 summaries and the JSON results file.
-The pure LoCoMo helpers are in `memory.benchmark`.
+The pure LoCoMo helpers are in `bench.locomo`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import secrets
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -21,12 +22,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import CommandError
 from django.db import connection
 
-from memory import benchmark as bench
+from bench import locomo
 
 PERSON = "Traveller"  # the speaker of the person's messages in a bulk-inserted history
+
+
+class BenchError(Exception):
+    """A benchmark cannot go on; `python -m bench` prints the message and exits with status 1."""
 
 
 def free_port() -> int:
@@ -41,13 +45,13 @@ def wait_until(ready: Callable[[], object], what: str, process: subprocess.Popen
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise CommandError(f"{what} exited with code {process.returncode}")
+            raise BenchError(f"{what} exited with code {process.returncode}")
         try:
             ready()
             return
         except Exception:  # noqa: BLE001 - not up yet
             time.sleep(0.1)
-    raise CommandError(f"{what} did not answer within {timeout:g} s")
+    raise BenchError(f"{what} did not answer within {timeout:g} s")
 
 
 def answers(url: str) -> None:
@@ -91,6 +95,24 @@ class Children:
         self.processes.append(child)
         return child
 
+    def start_web(self, name: str, options: Sequence[str] = (), cwd: Path | None = None) -> str:
+        """daphne serving OrbChat (the code in `cwd`, by default the project folder) over this
+        process's database, Redis and data folder; its URL, once it answers."""
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "SECRET_KEY": settings.SECRET_KEY,
+            "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
+        }
+        daphne = str(Path(sys.executable).parent / "daphne")
+        args = [daphne, "-b", "127.0.0.1", "-p", str(port), *options, "orbchat.asgi:application"]
+        child = self.spawn(name, args, env, cwd=cwd)
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: answers(f"{url}/static/"), f"daphne ({name})", child, 60)
+        return url
+
     def ensure_chroma(self) -> None:
         """Start a private Chroma server when none answers at settings.CHROMA_URL, and point it there."""
         from memory import vectorstore
@@ -128,6 +150,15 @@ class Children:
         wait_until(redis.Redis.from_url(settings.REDIS_URL).ping, "the private Redis", child, timeout=5)
 
 
+def database_url() -> str:
+    """This process's database as a DATABASE_URL, for the child processes to use the same one."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def bench_user(name: str):
     """A throwaway user called `name-<random>`, with the default preset; the caller deletes it."""
     from orbchat.accounts.models import User
@@ -136,6 +167,15 @@ def bench_user(name: str):
     user = User.objects.create_user(username=f"{name}-{secrets.token_hex(4)}", password=secrets.token_hex(16))
     library.preset_default_create(owner=user)
     return user
+
+
+def session_cookie(user) -> str:
+    """The value of a session cookie signed in as `user`."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
 def bulk_history(
@@ -200,12 +240,12 @@ def settle() -> None:
 def summary(values: Sequence[float], digits: int = 1, *, nearest: bool = False) -> dict[str, float]:
     """The 50th and 95th percentiles of `values`, rounded to `digits`.
 
-    Both interpolate between neighbours (`memory.benchmark.percentile`); with `nearest` the 95th
+    Both interpolate between neighbours (`bench.locomo.percentile`); with `nearest` the 95th
     is the value nearest to its rank instead, as the turn benchmark has always measured it.
     """
     ordered = sorted(values)
-    p95 = ordered[round(0.95 * (len(ordered) - 1))] if nearest else bench.percentile(ordered, 95)
-    return {"p50": round(bench.percentile(ordered, 50), digits), "p95": round(p95, digits)}
+    p95 = ordered[round(0.95 * (len(ordered) - 1))] if nearest else locomo.percentile(ordered, 95)
+    return {"p50": round(locomo.percentile(ordered, 50), digits), "p95": round(p95, digits)}
 
 
 def write_json(out: str, results: dict) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
 import subprocess
 import sys
 import tarfile
@@ -30,11 +29,9 @@ import urllib.request
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from orbchat import benchkit
-from rooms.management.commands.bench_turn import database_url
+from bench import kit
 
 SINGLE_ROOM = 10_000
 CONCURRENT_ROOM = 2_000
@@ -50,8 +47,8 @@ TEXT = (
 )
 
 
-class Command(BaseCommand):
-    help = "Benchmark the room page, single user and 200 concurrent GETs (see the module docstring)."
+class Bench:
+    help = "Benchmark the room page, single user and 200 concurrent GETs."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--out", help="Where to write the JSON results.")
@@ -65,9 +62,9 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, out: str | None, baseline: str | None, requests: int, rounds: int, **options
+        self, *, out: str | None, baseline: str | None, requests: int, rounds: int, baseline_rounds: int
     ) -> None:
-        self.children = benchkit.Children(prefix="orbchat-bench-pages-")
+        self.children = kit.Children(prefix="orbchat-bench-pages-")
         with self.children:
             self.children.ensure_redis()  # the web process's channel layer needs one
             # This checkout first: a baseline's server may still be busy with requests its
@@ -75,11 +72,14 @@ class Command(BaseCommand):
             builds = {"new": Path(settings.BASE_DIR)}
             if baseline:
                 builds["baseline"] = self._unpack(baseline)
-            user = benchkit.bench_user("bench-pages")
+            user = kit.bench_user("bench-pages")
             try:
                 single, concurrent = self._rooms(user)
-                cookie = self._cookie(user)
-                servers = {name: self._start_web(name, folder) for name, folder in builds.items()}
+                cookie = kit.session_cookie(user)
+                servers = {
+                    name: self.children.start_web(f"web-{name}", ["--proxy-headers"], cwd=folder)
+                    for name, folder in builds.items()
+                }
                 time.sleep(SETTLE)  # each web process imports litellm on a thread as it starts
                 results = {name: {"cold": {}} for name in builds}
                 for name, url in servers.items():  # warm up every server before measuring any
@@ -91,13 +91,13 @@ class Command(BaseCommand):
                 for name, url in servers.items():
                     page = url + reverse("rooms:room", args=[single.pk])
                     times = [self._get(page, cookie) for _ in range(requests)]
-                    results[name]["room_page_ms"] = {str(SINGLE_ROOM): benchkit.summary(times)}
-                    self.stderr.write(f"{name}: single user {results[name]['room_page_ms']}")
+                    results[name]["room_page_ms"] = {str(SINGLE_ROOM): kit.summary(times)}
+                    print(f"{name}: single user {results[name]['room_page_ms']}", file=sys.stderr)
                 for name, url in servers.items():
                     page = url + reverse("rooms:room", args=[concurrent.pk])
-                    bursts = options["baseline_rounds"] if name == "baseline" else rounds
+                    bursts = baseline_rounds if name == "baseline" else rounds
                     results[name]["concurrent_200"] = asyncio.run(self._bursts(page, cookie, bursts))
-                    self.stderr.write(f"{name}: concurrent {results[name]['concurrent_200']}")
+                    print(f"{name}: concurrent {results[name]['concurrent_200']}", file=sys.stderr)
                 for name in builds:
                     cold = results[name].pop("cold")
                     results[name]["first_view_ms"] = {
@@ -111,8 +111,8 @@ class Command(BaseCommand):
         report = {**results["new"], "baseline": results.get("baseline"), "baseline_ref": baseline}
         self._print(results)
         if out:
-            benchkit.write_json(out, report)
-            self.stdout.write(f"wrote {out}")
+            kit.write_json(out, report)
+            print(f"wrote {out}")
 
     # Builds and processes -------------------------------------------------------------------
 
@@ -127,27 +127,10 @@ class Command(BaseCommand):
                 check=True,
             ).stdout
         except (OSError, subprocess.CalledProcessError) as exc:
-            raise CommandError(f"Cannot read commit {ref!r} from the git checkout: {exc}") from exc
+            raise kit.BenchError(f"Cannot read commit {ref!r} from the git checkout: {exc}") from exc
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(folder, filter="data")
         return folder
-
-    def _start_web(self, name: str, folder: Path) -> str:
-        """daphne as the Procfile's `web` line runs it, serving the code in `folder`."""
-        port = benchkit.free_port()
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "REDIS_URL": settings.REDIS_URL,
-            "SECRET_KEY": settings.SECRET_KEY,
-            "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
-        }
-        daphne = str(Path(sys.executable).parent / "daphne")
-        args = [daphne, "-b", "127.0.0.1", "-p", str(port), "--proxy-headers", "orbchat.asgi:application"]
-        child = self.children.spawn(f"web-{name}", args, env, cwd=folder)
-        url = f"http://127.0.0.1:{port}"
-        benchkit.wait_until(lambda: benchkit.answers(f"{url}/static/"), f"daphne ({name})", child, 60)
-        return url
 
     # Data -----------------------------------------------------------------------------------
 
@@ -160,17 +143,10 @@ class Command(BaseCommand):
         rooms = []
         for size in (SINGLE_ROOM, CONCURRENT_ROOM):
             room = services.room_create_from_character(host=user, character=character)
-            benchkit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}. {TEXT}", tokens=60)
+            kit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}. {TEXT}", tokens=60)
             rooms.append(room)
-        benchkit.settle()
+        kit.settle()
         return rooms
-
-    def _cookie(self, user) -> str:
-        from django.test import Client
-
-        client = Client()
-        client.force_login(user)
-        return client.cookies[settings.SESSION_COOKIE_NAME].value
 
     # Measurements ---------------------------------------------------------------------------
 
@@ -181,7 +157,7 @@ class Command(BaseCommand):
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
             response.read()
             if response.status != 200:
-                raise CommandError(f"{url} answered {response.status}")
+                raise kit.BenchError(f"{url} answered {response.status}")
         return (time.perf_counter() - start) * 1000
 
     async def _bursts(self, url: str, cookie: str, rounds: int) -> dict:
@@ -212,7 +188,7 @@ class Command(BaseCommand):
             for _ in range(rounds):
                 await asyncio.gather(*(one() for _ in range(CONCURRENCY)))
             elapsed = time.perf_counter() - began
-        p95 = benchkit.summary(times)["p95"] if times else None
+        p95 = kit.summary(times)["p95"] if times else None
         return {
             "req_per_s": round(len(times) / elapsed, 1),
             "p95_ms": p95,
@@ -222,11 +198,11 @@ class Command(BaseCommand):
 
     def _print(self, results: dict) -> None:
         names = sorted(results, key=lambda name: name != "baseline")  # the baseline first
-        self.stdout.write(f"room page (ms unless said), {', '.join(names)}")
-        self.stdout.write(f"{'measure':<44}" + "".join(f"{n:>14}" for n in names))
+        print(f"room page (ms unless said), {', '.join(names)}")
+        print(f"{'measure':<44}" + "".join(f"{n:>14}" for n in names))
 
         def row(label: str, pick) -> None:
-            self.stdout.write(f"{label:<44}" + "".join(f"{str(pick(results[n])):>14}" for n in names))
+            print(f"{label:<44}" + "".join(f"{str(pick(results[n])):>14}" for n in names))
 
         row(
             f"{SINGLE_ROOM:,} messages, single user, p50",

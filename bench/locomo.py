@@ -1,4 +1,4 @@
-"""Pure helpers of the recall benchmark (`manage.py bench_recall`): no Django, no network.
+"""Pure helpers of the LoCoMo benchmarks (`python -m bench recall`, `corpus`): no Django, no network.
 
 LoCoMo loading and normalising (turns, dates, observations, QA with evidence ids made sound),
 the two metrics (answer containment, evidence coverage), the baselines over plain lists (BM25,

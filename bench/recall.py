@@ -1,4 +1,4 @@
-"""Measure recall on LoCoMo: `python manage.py bench_recall --data locomo10.json --out FILE.json`.
+"""Measure recall on LoCoMo: `python -m bench recall --data locomo10.json --out FILE.json`.
 
 Each conversation is ingested into two rooms through the real services (speaker_a is the person,
 speaker_b the character), and memory is built by `memory.services.catch_up` twice: with the
@@ -25,10 +25,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from django.core.management.base import BaseCommand, CommandError
-
-from memory import benchmark as bench
-from orbchat import benchkit
+from bench import kit, locomo
+from bench.backfill import NAMES, PLACES, THINGS, message_text, sentence
 
 LIVE = 8  # the live window: the last 8 turns are in the prompt, not in memory
 CONTEXT = 8192  # tokens of context the memory budget is a share of
@@ -60,7 +58,7 @@ class ObservationModel:
     """
 
     def __init__(self) -> None:
-        self.conversation: bench.Conversation | None = None
+        self.conversation: locomo.Conversation | None = None
         self.by_text: dict[str, list[tuple[int, str]]] = {}
         self.requests = 0
         self._lock = threading.Lock()
@@ -122,7 +120,7 @@ class ObservationModel:
         self._server.shutdown()
         self._server.server_close()
 
-    def load(self, conversation: bench.Conversation, seqs: dict[str, int]) -> None:
+    def load(self, conversation: locomo.Conversation, seqs: dict[str, int]) -> None:
         """Answer for this conversation from now on (turn texts as the prompt shows them)."""
         from memory.drafts import shorten
         from memory.summarize import MAX_PROMPT_MESSAGE
@@ -145,10 +143,10 @@ class ObservationModel:
             return json.dumps(self._rollup(conversation, prompt))
         return json.dumps(self._block(conversation, by_text, prompt))
 
-    def _names(self, conversation: bench.Conversation) -> str:
+    def _names(self, conversation: locomo.Conversation) -> str:
         return f"{conversation.speaker_a} and {conversation.speaker_b}"
 
-    def _keywords(self, conversation: bench.Conversation, facts: list[str]) -> list[str]:
+    def _keywords(self, conversation: locomo.Conversation, facts: list[str]) -> list[str]:
         from memory import extractive
         from memory.drafts import MAX_KEYWORDS
 
@@ -156,7 +154,7 @@ class ObservationModel:
         names = extractive.proper_names(" ".join(facts))
         return [name for name in names if name.casefold() not in speakers][:MAX_KEYWORDS]
 
-    def _block(self, conversation: bench.Conversation, by_text: dict, prompt: str) -> dict:
+    def _block(self, conversation: locomo.Conversation, by_text: dict, prompt: str) -> dict:
         from memory.drafts import when_label
 
         _, _, transcript = prompt.partition("Transcript:\n")
@@ -175,7 +173,7 @@ class ObservationModel:
         heading = f"{self._names(conversation)}, {when_label(days)}".rstrip(", ")
         return {"heading": heading, "facts": facts, "keywords": self._keywords(conversation, facts)}
 
-    def _rollup(self, conversation: bench.Conversation, prompt: str) -> dict:
+    def _rollup(self, conversation: locomo.Conversation, prompt: str) -> dict:
         from memory import extractive
         from memory.drafts import MAX_FACTS, MAX_KEYWORDS, when_label
 
@@ -213,12 +211,12 @@ class ObservationModel:
         return {"heading": heading, "facts": facts, "keywords": [shown[k] for k in merged][:MAX_KEYWORDS]}
 
 
-# The command -------------------------------------------------------------------------------------------
+# The benchmark -------------------------------------------------------------------------------------------
 
 
-class Command(BaseCommand):
+class Bench:
     help = "Benchmark recall on LoCoMo against baselines at the same word budget (table + JSON)."
-    label = "bench_recall"  # progress lines start with it
+    label = "bench recall"  # progress lines start with it
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--data", required=True, help="locomo10.json (or a file shaped like it)")
@@ -228,24 +226,24 @@ class Command(BaseCommand):
         parser.add_argument("--scale-messages", type=int, default=100_000, help="0 skips the scale run")
         parser.add_argument("--scale-turns", type=int, default=100)
 
-    def handle(self, *args, data: str, out: str, **options) -> None:
+    def handle(self, *, data: str, out: str, **options) -> None:
         started = time.perf_counter()
-        conversations = bench.load_locomo(data)[: options["conversations"] or None]
+        conversations = locomo.load_locomo(data)[: options["conversations"] or None]
         with self._services("orbchat-bench-recall-"):
             results = self._run(conversations, options["questions"])
             if options["scale_messages"]:
                 results["scale_100k"] = self._scale(options["scale_messages"], options["scale_turns"])
-        benchkit.write_json(out, results)
-        self.stdout.write(bench.format_table(results["systems"]))
-        self.stdout.write(f"questions: {results['n_questions']}")
+        kit.write_json(out, results)
+        print(locomo.format_table(results["systems"]))
+        print(f"questions: {results['n_questions']}")
         scale = results.get("scale_100k")
         if scale:
             lat = scale["latency_ms"]
-            self.stdout.write(
+            print(
                 f"scale: {scale['messages']:,} messages, pool {scale['pool']}, "
                 f"recall p50 {lat['p50']} ms, p95 {lat['p95']} ms (target p95 <= 120 ms)"
             )
-        self.stdout.write(f"wrote {out} in {time.perf_counter() - started:.0f} s")
+        print(f"wrote {out} in {time.perf_counter() - started:.0f} s")
 
     def progress(self, text: str) -> None:
         sys.stderr.write(f"[{self.label}] {text}\n")
@@ -257,7 +255,7 @@ class Command(BaseCommand):
     def _services(self, prefix: str):
         """Chroma for the run (a private one when none answers); the users made meanwhile go after it."""
         self.users: list = []
-        with benchkit.Children(prefix) as children:
+        with kit.Children(prefix) as children:
             try:
                 children.ensure_chroma()
                 yield
@@ -265,7 +263,7 @@ class Command(BaseCommand):
                 self._clean_up()
 
     def _user(self, label: str):
-        user = benchkit.bench_user(f"bench-recall-{label}")
+        user = kit.bench_user(f"bench-recall-{label}")
         self.users.append(user)
         return user
 
@@ -286,7 +284,7 @@ class Command(BaseCommand):
 
     # Ingest ---------------------------------------------------------------------------------------
 
-    def _room(self, user, conversation: bench.Conversation, counts: list[int]):
+    def _room(self, user, conversation: locomo.Conversation, counts: list[int]):
         """A room holding the conversation: speaker_a as the person, speaker_b as the character.
 
         Returns the room and each turn's seq by dia id.
@@ -328,12 +326,12 @@ class Command(BaseCommand):
         )
         Room.objects.filter(pk=room.pk).update(next_seq=first + len(made))
         room.refresh_from_db()
-        benchkit.settle()
+        kit.settle()
         return room, {turn.dia_id: first + index for index, turn in enumerate(conversation.turns)}
 
     # The benchmark --------------------------------------------------------------------------------
 
-    def _run(self, conversations: list[bench.Conversation], per_conversation: int) -> dict:
+    def _run(self, conversations: list[locomo.Conversation], per_conversation: int) -> dict:
         from memory import services
         from memory.services import memory_on, tuning_get
         from orbchat.connections import embedder
@@ -375,7 +373,7 @@ class Command(BaseCommand):
                 built_observation = time.perf_counter() - clock
                 for name, room in rooms.items():
                     if not memory_on(room, tuning):
-                        raise CommandError(f"memory is off for the {name} room: check the tuning and host")
+                        raise kit.BenchError(f"memory is off for the {name} room: check the tuning and host")
                 self.progress(
                     f"{conversation.sample_id} ({number}/{len(conversations)}): "
                     f"{len(conversation.turns)} turns; "
@@ -409,15 +407,15 @@ class Command(BaseCommand):
         live_start = ordered[-LIVE] if len(ordered) >= LIVE else ordered[0]
         last_text = turns[-1].text
         # What the baselines see: the turns before the live window.
-        before = [(seqs[t.dia_id], bench.turn_line(t)) for t in turns if seqs[t.dia_id] < live_start]
+        before = [(seqs[t.dia_id], locomo.turn_line(t)) for t in turns if seqs[t.dia_id] < live_start]
         line_of = dict(before)
         turn_seqs = [seq for seq, _ in before]
-        bm25 = bench.BM25([text for _, text in before])
-        chunks = bench.aligned_chunks(turn_seqs, LIVE)
+        bm25 = locomo.BM25([text for _, text in before])
+        chunks = locomo.aligned_chunks(turn_seqs, LIVE)
         chunk_texts = ["\n".join(line_of[seq] for seq in chunk) for chunk in chunks]
         turn_matrix = _matrix(embedder.embed([text for _, text in before]))
         chunk_matrix = _matrix(embedder.embed(chunk_texts))
-        recent = [[(seq, line_of[seq])] for seq in bench.recency_order(turn_seqs)]
+        recent = [[(seq, line_of[seq])] for seq in locomo.recency_order(turn_seqs)]
 
         for number, qa in enumerate(questions, 1):
             evidence = [seqs[key] for key in qa.evidence]
@@ -436,18 +434,18 @@ class Command(BaseCommand):
                 ms = (time.perf_counter() - clock) * 1000
                 if outcome.notices:
                     self.progress(f"{name}: {'; '.join(outcome.notices)}")
-                count = bench.word_count(outcome.text)
+                count = locomo.word_count(outcome.text)
                 if name == DEFAULT:
                     words = count
                 ranges = [(s.item.seq_from, s.item.seq_to) for s in outcome.kept]
                 records[name].append(
-                    _record(qa, outcome.text, bench.evidence_coverage(evidence, ranges), count, ms)
+                    _record(qa, outcome.text, locomo.evidence_coverage(evidence, ranges), count, ms)
                 )
 
             def fill(name, ranked, ms_before, started, qa=qa, evidence=evidence, words=words) -> None:
-                text, returned, used = bench.fill_budget(ranked, words)
+                text, returned, used = locomo.fill_budget(ranked, words)
                 ms = ms_before + (time.perf_counter() - started) * 1000
-                records[name].append(_record(qa, text, bench.set_coverage(evidence, returned), used, ms))
+                records[name].append(_record(qa, text, locomo.set_coverage(evidence, returned), used, ms))
 
             clock = time.perf_counter()
             fill("bm25_turns", ([before[i]] for i in bm25.rank(qa.question)), 0.0, clock)
@@ -455,10 +453,10 @@ class Command(BaseCommand):
             query = np.asarray(embedder.embed([qa.question])[0], dtype=np.float32)
             embed_ms = (time.perf_counter() - clock) * 1000
             clock = time.perf_counter()
-            order = bench.rank_by((turn_matrix @ query).tolist()) if before else []
+            order = locomo.rank_by((turn_matrix @ query).tolist()) if before else []
             fill("dense_turns", ([before[i]] for i in order), embed_ms, clock)
             clock = time.perf_counter()
-            order = bench.rank_by((chunk_matrix @ query).tolist()) if chunks else []
+            order = locomo.rank_by((chunk_matrix @ query).tolist()) if chunks else []
             fill("dense_chunk8", ([(seq, line_of[seq]) for seq in chunks[i]] for i in order), embed_ms, clock)
             clock = time.perf_counter()
             fill("recency", recent, 0.0, clock)
@@ -471,7 +469,6 @@ class Command(BaseCommand):
         import numpy as np
 
         from memory import blocks, index, recaller
-        from memory.management.commands.bench_backfill import message_text
         from memory.services import block_tuning, tuning_get
         from orbchat.connections import embedder
         from orbchat.library import services as library
@@ -497,7 +494,7 @@ class Command(BaseCommand):
             return texts[seq]
 
         clock = time.perf_counter()
-        benchkit.bulk_history(room, range(size), text_for=text_for, tokens=40)
+        kit.bulk_history(room, range(size), text_for=text_for, tokens=40)
         self.progress(f"scale: {size:,} messages in {time.perf_counter() - clock:.1f} s")
 
         written = [0] * (t.max_tier + 1)  # blocks written per tier (they are written in order)
@@ -517,14 +514,14 @@ class Command(BaseCommand):
         total = complete(size)
         took = time.perf_counter() - clock
         self.progress(f"scale: {total:,} summaries stored with vectors in {took:.1f} s")
-        benchkit.settle()
+        kit.settle()
 
         embedder.embed(["warm up"])
         latencies: list[float] = []
         pools: list[int] = []
         next_seq = size
         for turn in range(1, turns + 1):
-            benchkit.bulk_history(room, range(next_seq, next_seq + 2), text_for=text_for, tokens=40)
+            kit.bulk_history(room, range(next_seq, next_seq + 2), text_for=text_for, tokens=40)
             next_seq += 2
             if turn % 4 == 0:
                 complete(next_seq)
@@ -545,8 +542,8 @@ class Command(BaseCommand):
                 self.progress(f"scale: {'; '.join(outcome.notices)}")
         result = {
             "messages": size,
-            "pool": int(round(bench.mean(pools))),
-            "latency_ms": benchkit.summary(latencies),
+            "pool": int(round(locomo.mean(pools))),
+            "latency_ms": kit.summary(latencies),
         }
         self.progress(
             f"scale: {turns} turns, pool {result['pool']}, p50 {result['latency_ms']['p50']} ms, "
@@ -571,10 +568,10 @@ def _variant(tuning, **changes):
     return changed
 
 
-def _record(qa: bench.Question, text: str, coverage: float | None, words: int, ms: float) -> dict:
+def _record(qa: locomo.Question, text: str, coverage: float | None, words: int, ms: float) -> dict:
     return {
         "category": qa.category,
-        "containment": bench.containment(qa.answer, text),
+        "containment": locomo.containment(qa.answer, text),
         "coverage": coverage,
         "words": words,
         "ms": ms,
@@ -585,11 +582,11 @@ def _summary(records: list[dict]) -> dict:
     words = [r["words"] for r in records]
     ms = [r["ms"] for r in records]
     return {
-        "answer_containment": bench.by_category((r["category"], r["containment"]) for r in records),
-        "evidence_coverage": bench.by_category((r["category"], r["coverage"]) for r in records),
-        "words_mean": round(bench.mean(words), 1),
-        "words_p95": round(bench.percentile(words, 95), 1),
-        "latency_ms": benchkit.summary(ms),
+        "answer_containment": locomo.by_category((r["category"], r["containment"]) for r in records),
+        "evidence_coverage": locomo.by_category((r["category"], r["coverage"]) for r in records),
+        "words_mean": round(locomo.mean(words), 1),
+        "words_p95": round(locomo.percentile(words, 95), 1),
+        "latency_ms": kit.summary(ms),
     }
 
 
@@ -597,7 +594,6 @@ def _synthetic_summary(room, tier: int, block: int, t, rng: random.Random, start
     from memory import index
     from memory.blocks import block_range
     from memory.drafts import Draft, render, when_label
-    from memory.management.commands.bench_backfill import NAMES, PLACES, THINGS, sentence
     from memory.models import SHARED, Summary
 
     first, end = block_range(tier, block, t)
