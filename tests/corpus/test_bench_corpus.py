@@ -12,6 +12,8 @@ from memory.models import Scene, Summary
 from rooms.models import Room
 from tests.memory.test_bench_recall import _conversation
 
+pytestmark = pytest.mark.bench
+
 KEYS = {"all_1_4", "1", "2", "3", "4", "5"}
 
 

@@ -16,6 +16,8 @@ from bench.recall import SYSTEMS
 from memory.models import Summary
 from rooms.models import Room
 
+pytestmark = pytest.mark.bench
+
 # Helpers -----------------------------------------------------------------------------------------
 
 
