@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.conf import settings
 from django.utils import timezone
 
+from orbchat import redis
 from orbchat.connections import gateway
 from orbchat.connections.gateway import plain_error
 from orbchat.consumers import user_group
@@ -98,32 +98,13 @@ def _keep(task: asyncio.Task) -> asyncio.Task:
     return task
 
 
-def stop_key(room_id: int) -> str:
-    return f"orbchat:stop:{room_id}"
-
-
-# Per event loop: a loop that is gone (a finished test, say) takes its client with it.
-_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def redis_client():
-    """Return this event loop's Redis client (connections are pooled, not made per call)."""
-    import redis.asyncio as aioredis
-
-    key = asyncio.get_running_loop()
-    client = _clients.get(key)
-    if client is None:
-        client = _clients[key] = aioredis.Redis.from_url(settings.REDIS_URL)
-    return client
-
-
 async def request_stop(room_id: int) -> None:
     """Ask the room's running reply to stop; a reply started after this moment ignores it."""
-    await redis_client().set(stop_key(room_id), str(time.time()), ex=STOP_TTL)
+    await redis.client().set(redis.stop_key(room_id), str(time.time()), ex=STOP_TTL)
 
 
 async def _stop_requested(room_id: int, since: float) -> bool:
-    value = await redis_client().get(stop_key(room_id))
+    value = await redis.client().get(redis.stop_key(room_id))
     return value is not None and float(value) >= since
 
 
