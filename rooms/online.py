@@ -16,11 +16,10 @@ import logging
 import math
 import time
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 
 from orbchat import redis
-from rooms.events import room_group
+from rooms import events
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +81,4 @@ async def users(room_id: int) -> list[int]:
 
 
 async def _announce(room_id: int) -> None:
-    await get_channel_layer().group_send(
-        room_group(room_id), {"type": "room.online", "users": await users(room_id)}
-    )
+    await events.ato_room(room_id, {"type": "room.online", "users": await users(room_id)})

@@ -15,14 +15,12 @@ import weakref
 from collections.abc import Callable
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from orbchat import redis
 from orbchat.connections import gateway
 from orbchat.connections.gateway import plain_error
-from orbchat.consumers import user_group
-from rooms import events, memory_port, relay, services, speakers
+from rooms import events, memory_port, services, speakers
 from rooms.models import Message, Room, Seat, Variant
 from rooms.options import RoomOptions, room_options
 from rooms.prompting import NoChatModel, TurnPlan, plan_turn
@@ -70,9 +68,8 @@ class TokenSender:
             await self.wake.wait()
             self.wake.clear()
             if self.pending:
-                await events.direct_sent()  # the room hears what recall did before any token
                 delta, self.pending = "".join(self.pending), []
-                await relay.publish(
+                await events.ato_tokens(
                     self.room_id,
                     {
                         "type": "room.token",
@@ -109,18 +106,14 @@ async def _stop_requested(room_id: int, since: float) -> bool:
 
 
 async def notice(room_id: int, text: str, *, retry: bool = False) -> None:
-    await get_channel_layer().group_send(
-        events.room_group(room_id), {"type": "room.notice", "text": text, "retry": retry}
-    )
+    await events.ato_room(room_id, {"type": "room.notice", "text": text, "retry": retry})
 
 
 async def reply_failed(room_id: int, host_id: int, error: str, *, cut: bool = False) -> None:
     """Tell the room a reply failed (or was cut off mid-way); only the host hears the provider's why."""
     await notice(room_id, STREAM_CUT if cut else REPLY_FAILED, retry=True)
     if error != STREAM_CUT:
-        await get_channel_layer().group_send(
-            user_group(host_id), {"type": "user.notice", "text": f"{REPLY_FAILED} {error}"}
-        )
+        await events.ato_user(host_id, {"type": "user.notice", "text": f"{REPLY_FAILED} {error}"})
 
 
 def _begin(

@@ -110,7 +110,9 @@ async def test_held_room_events_go_out_in_order_once_released():
     channel = await listen(9001)
     release = events.hold()
     for n in (1, 2):
-        await sync_to_async(events.send)(9001, lambda n=n: {"type": "room.people", "text": str(n)})
+        await sync_to_async(events.to_room)(
+            9001, lambda n=n: {"type": "room.people", "text": str(n)}, on_commit=False
+        )
     with pytest.raises(TimeoutError):
         await receive(channel, timeout=0.05)
     release()
@@ -124,7 +126,9 @@ async def test_a_hold_never_keeps_an_event_longer_than_its_limit():
     channel = await listen(9002)
     events.hold()  # never released
     started = time.monotonic()
-    await sync_to_async(events.send)(9002, lambda: {"type": "room.people", "text": "late"})
+    await sync_to_async(events.to_room)(
+        9002, lambda: {"type": "room.people", "text": "late"}, on_commit=False
+    )
     assert (await receive(channel))["text"] == "late"
     assert time.monotonic() - started < events.HOLD_MAX + 1.0
 
@@ -273,7 +277,7 @@ async def tokens_within(socket, seconds: float) -> list[str]:
 async def test_what_this_process_publishes_reaches_its_tabs_once_and_in_order(room, host):
     first, second = await open_socket(host, room.pk), await open_socket(host, room.pk)
     for delta in ("one ", "two ", "three"):
-        await relay.publish(room.pk, {**TOKEN, "delta": delta})
+        await events.ato_tokens(room.pk, {**TOKEN, "delta": delta})
     # Handed over in memory at once; the copy that crosses Redis for other processes is not shown again.
     for tab in (first, second):
         assert await tokens_within(tab, 1.0) == ["one ", "two ", "three"]
