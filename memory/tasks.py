@@ -17,6 +17,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from memory import services
+from rooms import events
 
 log = logging.getLogger(__name__)
 
@@ -96,18 +97,15 @@ def locked_runs(room_id: int, work: Callable[[Callable[[], None]], object]) -> b
 
 
 def _notify_user(user_id: int, text: str) -> None:
-    from rooms.events import user_notice
-
-    user_notice(user_id, text)
+    events.user_notice(user_id, text)
 
 
 def _notify_host(room_id: int, text: str) -> None:
-    from rooms.events import user_notice
     from rooms.models import Room
 
     room = Room.objects.filter(pk=room_id).only("host_id", "title").first()
     if room is not None:
-        user_notice(room.host_id, f"Memory for “{room.title}”: {text}")
+        events.user_notice(room.host_id, f"Memory for “{room.title}”: {text}")
 
 
 @shared_task(bind=True, acks_late=True, soft_time_limit=600, time_limit=660, max_retries=None, queue="memory")
@@ -164,14 +162,10 @@ class _UserPusher:
         if self.host_id is None or (now - self.last < 0.3 and done < total):
             return
         self.last = now
-        from asgiref.sync import async_to_sync
-        from channels.layers import get_channel_layer
-
-        from orbchat.consumers import user_group
-
-        async_to_sync(get_channel_layer().group_send)(
-            user_group(self.host_id),
+        events.to_user_now(
+            self.host_id,
             {"type": "user.progress", "what": self.what, "room": self.room_id, "done": done, "total": total},
+            on_commit=False,
         )
 
 

@@ -19,6 +19,7 @@ django_asgi_app = ConcurrencyLimit(get_asgi_application())
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from orbchat.connections import gateway  # noqa: E402
 from orbchat.origins import SameOriginValidator  # noqa: E402
 from orbchat.routing import websocket_urlpatterns  # noqa: E402
 
@@ -34,9 +35,7 @@ def _warm_up() -> None:
     """Import litellm and load its tokenizer now, not inside the first person's request (it takes
     seconds: docs/benchmarks.md); then keep the collector from walking all that again
     (`env.freeze_long_lived_objects`)."""
-    from rooms import tokens
-
-    tokens.count("warm up")
+    gateway.count_tokens("warm up")
     env.freeze_long_lived_objects()
 
 

@@ -21,6 +21,6 @@ app.autodiscover_tasks()
 def _warm_up(**kwargs) -> None:
     """Import litellm (slow: docs/benchmarks.md) when the worker starts, not inside the first task,
     under its lock."""
-    from rooms import tokens
+    from orbchat.connections import gateway  # its models need the app registry, ready only once the worker is
 
-    tokens.count("warm up")
+    gateway.count_tokens("warm up")

@@ -1,37 +1,138 @@
-"""Room events: everything a room's members may see goes to the group `room.<id>` after commit.
+"""The event bus: the only way an event leaves for a socket.
 
-Host-only data (the Preview, recall detail) never goes here.
+An event goes to one of two kinds of group. A room's (`room.<id>`) carries what every member
+may see: `ROOM_EVENTS`. A person's (`user.<id>`) carries what is for them alone, such as the
+host's recall detail and why a reply failed: `USER_EVENTS`. `to_room` refuses (raises
+`EventRefused`) a person's event or one of a type it does not know, so host-only data cannot
+reach a room by mistake; `to_user` refuses anything but a person's event.
 
-When a web process's event loop is known (the room socket binds it), events are handed to an
-ordered outbox on that loop instead of being sent from the database thread: rendering and
-sending then happen off the path of the request that caused them, and still in order. While a
-turn is planned the outbox waits (`hold`): rendering would compete with the planning for the
-interpreter. No event waits longer than `HOLD_MAX` for it.
+Each way of sending keeps its own timing:
+- `to_room`, `to_user`: after commit (unless `on_commit=False`), in order with the others sent
+  from this process. When a web process's event loop is known (the room socket binds it), they
+  are handed to an ordered outbox on that loop instead of being sent from the database thread:
+  building an event (rendering a message) and sending it then happen off the path of the request
+  that caused it, and still in order. While a turn is planned the outbox waits (`held`):
+  rendering would compete with the planning for the interpreter. No event waits longer than
+  `HOLD_MAX` for it. An event may be given as a function that builds it in the outbox.
+- `to_user_now`: after commit, sent at once from the calling thread, not through the outbox.
+- `to_room_direct`: at once from any thread, in order with the other direct sends, to this
+  process's tabs first: what recall is doing must reach the room before the reply's first token.
+- From the event loop: `ato_room` and `ato_user` send at once; `ato_tokens` sends a reply's
+  tokens after the direct sends so far, to this process's tabs first (`rooms.relay`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections, transaction
 
+from orbchat.consumers import user_group
+from rooms import relay
+from rooms.models import Message
+from rooms.presenters import message_html
+from rooms.relay import room_group
+
 log = logging.getLogger(__name__)
 
 HOLD_MAX = 0.25  # seconds an event may wait for a turn being planned
+
+# What every member of a room may see.
+ROOM_EVENTS = frozenset(
+    {
+        "room.message",
+        "room.removed",
+        "room.token",
+        "room.notice",
+        "room.people",
+        "room.online",
+        "room.kicked",
+        "memory.recall",
+    }
+)
+# What is for one person alone: the host's recall detail and failure reasons, their notices and
+# the progress of their background work, their sockets being closed.
+USER_EVENTS = frozenset({"user.notice", "user.recall", "user.progress", "user.closed"})
+
+Event = dict | Callable[[], dict]
 
 _loop: asyncio.AbstractEventLoop | None = None
 _outboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop
 _lanes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per event loop: the last direct send
 
 
-def room_group(room_id: int) -> str:
-    return f"room.{room_id}"
+class EventRefused(ValueError):
+    """An event of a type its group may not carry."""
+
+
+def _checked(event: dict, allowed: frozenset[str], group: str) -> dict:
+    kind = event.get("type")
+    if kind in allowed:
+        return event
+    if kind in USER_EVENTS:
+        raise EventRefused(f"{kind!r} is for one person alone: send it with to_user, never to a room.")
+    raise EventRefused(f"{kind!r} is not an event a {group} group carries.")
+
+
+def _builder(event: Event, allowed: frozenset[str], group: str) -> Callable[[], dict]:
+    """Return a function that builds the event and checks its type (at once, for a ready event)."""
+    if callable(event):
+        return lambda: _checked(event(), allowed, group)
+    _checked(event, allowed, group)
+    return lambda: event
+
+
+def to_room(room_id: int, event: Event, *, on_commit: bool = True) -> None:
+    """Send an event every member of the room may see, in order with the others from this process."""
+    _send(room_group(room_id), _builder(event, ROOM_EVENTS, "room"), on_commit=on_commit)
+
+
+def to_user(user_id: int, event: Event, *, on_commit: bool = True) -> None:
+    """Send an event to one person's open tabs, in order with the others from this process."""
+    _send(user_group(user_id), _builder(event, USER_EVENTS, "user"), on_commit=on_commit)
+
+
+def to_user_now(user_id: int, event: dict, *, on_commit: bool = True) -> None:
+    """Send an event to one person's open tabs from this thread, not through the outbox."""
+    group, event = user_group(user_id), _checked(event, USER_EVENTS, "user")
+
+    def push() -> None:
+        async_to_sync(get_channel_layer().group_send)(group, event)
+
+    if on_commit:
+        transaction.on_commit(push)
+    else:
+        push()
+
+
+async def ato_room(room_id: int, event: dict) -> None:
+    """Send an event every member of the room may see, now (from the event loop)."""
+    await get_channel_layer().group_send(room_group(room_id), _checked(event, ROOM_EVENTS, "room"))
+
+
+async def ato_user(user_id: int, event: dict) -> None:
+    """Send an event to one person's open tabs, now (from the event loop)."""
+    await get_channel_layer().group_send(user_group(user_id), _checked(event, USER_EVENTS, "user"))
+
+
+async def ato_tokens(room_id: int, event: dict) -> None:
+    """Send a reply's tokens: after the direct sends so far, to this process's tabs first."""
+    await direct_sent()  # the room hears what recall did before any token
+    await _publish(room_id, _checked(event, ROOM_EVENTS, "room"))
+
+
+async def _publish(room_id: int, event: dict) -> None:
+    """Send a room event to every tab: this process's at once, the others' through Redis."""
+    if await relay.hand_over_here(room_id, event):
+        event = {**event, "origin": relay.PROCESS}
+    await get_channel_layer().group_send(room_group(room_id), event)
 
 
 def bind_loop() -> None:
@@ -73,8 +174,12 @@ class _Outbox:
                     await asyncio.wait_for(self.open.wait(), wait)
                 except TimeoutError:
                     pass
-            # Not the shared database thread: rendering must not queue ahead of the next turn's work.
-            event = await sync_to_async(_build, thread_sensitive=False)(factory)
+            try:
+                # Not the shared database thread: rendering must not queue ahead of the next turn's work.
+                event = await sync_to_async(_build, thread_sensitive=False)(factory)
+            except Exception:  # one event that cannot be built must not stop the ones after it
+                log.exception("could not build an event for %s", group)
+                continue
             await layer.group_send(group, event)
 
     def hold(self) -> Callable[[], None]:
@@ -123,12 +228,24 @@ def _no_hold() -> None:
     pass
 
 
-def send(room_id: int, factory: Callable[[], dict]) -> None:
-    send_to(room_group(room_id), factory)
+@contextlib.asynccontextmanager
+async def held() -> AsyncIterator[None]:
+    """Keep this loop's outbox from building events while the block runs (HOLD_MAX at most)."""
+    release = hold()
+    try:
+        yield
+    finally:
+        release()
 
 
-def send_to(group: str, factory: Callable[[], dict]) -> None:
-    """Send an event to a group, in order with the others sent from this process."""
+def _send(group: str, factory: Callable[[], dict], *, on_commit: bool) -> None:
+    if on_commit:
+        transaction.on_commit(lambda: _to_outbox(group, factory))
+    else:
+        _to_outbox(group, factory)
+
+
+def _to_outbox(group: str, factory: Callable[[], dict]) -> None:
     loop = _loop
     if loop is not None and loop.is_running() and not _in_loop_thread(loop):
         loop.call_soon_threadsafe(_enqueue, group, factory, context=contextvars.Context())
@@ -143,93 +260,9 @@ def _in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def _after_commit(room_id: int, factory: Callable[[], dict]) -> None:
-    transaction.on_commit(lambda: send(room_id, factory))
-
-
-def message_added(message) -> None:
-    message_changed(message, created=True)
-
-
-def message_changed(message, *, created: bool = False) -> None:
-    """Send the message's rendered HTML (the same partial the page renders)."""
-    room_id, message_id, seq = message.room_id, message.pk, message.seq
-
-    def event() -> dict:
-        from rooms.models import Message
-        from rooms.presenters import message_html
-
-        fresh = Message.objects.filter(pk=message_id).first()
-        if fresh is None:
-            return {"type": "room.removed", "ids": [message_id]}
-        return {
-            "type": "room.message",
-            "id": message_id,
-            "seq": seq,
-            "created": created,
-            "html": message_html(fresh),
-        }
-
-    _after_commit(room_id, event)
-
-
-def messages_removed(room_id: int, ids: list[int]) -> None:
-    _after_commit(room_id, lambda: {"type": "room.removed", "ids": ids})
-
-
-def people_changed(room_id: int, text: str, *, reload: bool = False) -> None:
-    """Tell the room that its people changed (joined, left, removed, new host)."""
-    _after_commit(room_id, lambda: {"type": "room.people", "text": text, "reload": reload})
-
-
-def member_removed(room_id: int, user_id: int) -> None:
-    """Close the removed person's sockets to this room (their consumers match the user id)."""
-    _after_commit(room_id, lambda: {"type": "room.kicked", "user": user_id})
-
-
-def account_closed(user_id: int, room_ids: list[int]) -> None:
-    """Close every open socket of a deactivated person, after commit: their sockets to each of
-    `room_ids` (as a removal does) and their site sockets (through their per-user group)."""
-    from orbchat.consumers import user_group
-
-    text = "Your account was deactivated."
-
-    def push() -> None:
-        for room_id in room_ids:
-            send(room_id, lambda: {"type": "room.kicked", "user": user_id, "text": text})
-        send_to(user_group(user_id), lambda: {"type": "user.closed", "text": text})
-
-    transaction.on_commit(push)
-
-
-def seats_changed(room_id: int) -> None:
-    _after_commit(room_id, lambda: {"type": "room.people", "text": "", "reload": False})
-
-
-def user_notice(user_id: int, text: str) -> None:
-    """Send a notice to every open tab of one user (their site socket), after commit."""
-    from orbchat.consumers import user_group
-
-    def push() -> None:
-        async_to_sync(get_channel_layer().group_send)(
-            user_group(user_id), {"type": "user.notice", "text": text}
-        )
-
-    transaction.on_commit(push)
-
-
-def memory_recall(room_id: int, *, state: str, count: int = 0) -> None:
-    """Tell the room what memory is doing: "recalling", then "done" with the count, or "off".
-
-    Only the count: which memories and how they scored is host-only (`recall_detail`). Sent at
-    once, not through the outbox: it must reach the room before the reply's first token, which
-    does not go through the outbox either (`TokenSender` waits for `direct_sent`).
-    """
-    _send_direct(room_id, {"type": "memory.recall", "state": state, "count": count})
-
-
-def _send_direct(room_id: int, event: dict) -> None:
+def to_room_direct(room_id: int, event: dict) -> None:
     """Send now, in order with the other direct sends, without waiting for it (from any thread)."""
+    event = _checked(event, ROOM_EVENTS, "room")
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
@@ -244,15 +277,13 @@ def _send_direct(room_id: int, event: dict) -> None:
 
 
 def _chain(loop: asyncio.AbstractEventLoop, room_id: int, event: dict) -> None:
-    from rooms import relay
-
     before = _lanes.get(loop)
 
     async def send() -> None:
         if before is not None:
             await asyncio.gather(before, return_exceptions=True)
         try:
-            await relay.publish(room_id, event)
+            await _publish(room_id, event)
         except Exception:  # one lost event must not stop the ones after it
             log.exception("could not send %s to room %s", event.get("type"), room_id)
         finally:
@@ -269,8 +300,74 @@ async def direct_sent() -> None:
         await asyncio.gather(last, return_exceptions=True)
 
 
+# The room's events ----------------------------------------------------------------------------
+
+
+def message_added(message) -> None:
+    message_changed(message, created=True)
+
+
+def message_changed(message, *, created: bool = False) -> None:
+    """Send the message's rendered HTML (the same partial the page renders)."""
+    room_id, message_id, seq = message.room_id, message.pk, message.seq
+
+    def event() -> dict:
+        fresh = Message.objects.filter(pk=message_id).first()
+        if fresh is None:
+            return {"type": "room.removed", "ids": [message_id]}
+        return {
+            "type": "room.message",
+            "id": message_id,
+            "seq": seq,
+            "created": created,
+            "html": message_html(fresh),
+        }
+
+    to_room(room_id, event)
+
+
+def messages_removed(room_id: int, ids: list[int]) -> None:
+    to_room(room_id, {"type": "room.removed", "ids": ids})
+
+
+def people_changed(room_id: int, text: str, *, reload: bool = False) -> None:
+    """Tell the room that its people changed (joined, left, removed, new host)."""
+    to_room(room_id, {"type": "room.people", "text": text, "reload": reload})
+
+
+def member_removed(room_id: int, user_id: int) -> None:
+    """Close the removed person's sockets to this room (their consumers match the user id)."""
+    to_room(room_id, {"type": "room.kicked", "user": user_id})
+
+
+def account_closed(user_id: int, room_ids: list[int]) -> None:
+    """Close every open socket of a deactivated person, after commit: their sockets to each of
+    `room_ids` (as a removal does) and their site sockets (through their per-user group)."""
+    text = "Your account was deactivated."
+    for room_id in room_ids:
+        to_room(room_id, {"type": "room.kicked", "user": user_id, "text": text})
+    to_user(user_id, {"type": "user.closed", "text": text})
+
+
+def seats_changed(room_id: int) -> None:
+    to_room(room_id, {"type": "room.people", "text": "", "reload": False})
+
+
+def user_notice(user_id: int, text: str) -> None:
+    """Send a notice to every open tab of one user (their site socket), after commit."""
+    to_user_now(user_id, {"type": "user.notice", "text": text})
+
+
+def memory_recall(room_id: int, *, state: str, count: int = 0) -> None:
+    """Tell the room what memory is doing: "recalling", then "done" with the count, or "off".
+
+    Only the count: which memories and how they scored is host-only (`recall_detail`). Sent at
+    once, not through the outbox: it must reach the room before the reply's first token, which
+    does not go through the outbox either (`ato_tokens` waits for `direct_sent`).
+    """
+    to_room_direct(room_id, {"type": "memory.recall", "state": state, "count": count})
+
+
 def recall_detail(host_id: int, room_id: int, detail: dict) -> None:
     """Send the recall detail to the host's own sockets (their per-user group, never the room's)."""
-    from orbchat.consumers import user_group
-
-    send_to(user_group(host_id), lambda: {"type": "user.recall", "room": room_id, "detail": detail})
+    to_user(host_id, {"type": "user.recall", "room": room_id, "detail": detail}, on_commit=False)

@@ -16,17 +16,12 @@ import logging
 import math
 import time
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 
-from rooms.events import room_group
-from rooms.turns import redis_client
+from orbchat import redis
+from rooms import events
 
 log = logging.getLogger(__name__)
-
-
-def key(room_id: int) -> str:
-    return f"orbchat:present:{room_id}"
 
 
 def ttl() -> float:
@@ -52,7 +47,7 @@ class Presence:
             await _announce(self.room_id)
 
     async def depart(self) -> None:
-        await redis_client().zrem(key(self.room_id), self.entry)
+        await redis.client().zrem(redis.presence_key(self.room_id), self.entry)
         await _announce(self.room_id)
 
     async def keep_alive(self, owner: asyncio.Task) -> None:
@@ -72,20 +67,18 @@ class Presence:
 
     async def _renew(self) -> tuple[int, int]:
         now = time.time()
-        async with redis_client().pipeline(transaction=True) as pipe:
-            pipe.zadd(key(self.room_id), {self.entry: now + ttl()})
-            pipe.zremrangebyscore(key(self.room_id), "-inf", now)
-            pipe.expire(key(self.room_id), math.ceil(ttl()))
+        async with redis.client().pipeline(transaction=True) as pipe:
+            pipe.zadd(redis.presence_key(self.room_id), {self.entry: now + ttl()})
+            pipe.zremrangebyscore(redis.presence_key(self.room_id), "-inf", now)
+            pipe.expire(redis.presence_key(self.room_id), math.ceil(ttl()))
             added, lapsed, _ = await pipe.execute()
         return added, lapsed
 
 
 async def users(room_id: int) -> list[int]:
-    entries = await redis_client().zrangebyscore(key(room_id), time.time(), "+inf")
+    entries = await redis.client().zrangebyscore(redis.presence_key(room_id), time.time(), "+inf")
     return sorted({int(entry.split(b":", 1)[0]) for entry in entries})
 
 
 async def _announce(room_id: int) -> None:
-    await get_channel_layer().group_send(
-        room_group(room_id), {"type": "room.online", "users": await users(room_id)}
-    )
+    await events.ato_room(room_id, {"type": "room.online", "users": await users(room_id)})

@@ -229,7 +229,7 @@ def plan_turn(
 
 
 def chat_connection(room: Room) -> Connection | None:
-    """Return the host's Chat model connection (read with the room by `rooms.turns.room_for_turn`)."""
+    """Return the host's Chat model connection (read with the room by `rooms.turns.context.room_for_turn`)."""
     try:
         roles = room.host.model_roles
     except ModelRoles.DoesNotExist:

@@ -5,8 +5,9 @@ Redis messages, each popped with its own round trip, and streams fall behind. Wi
 room event crosses Redis once per web process and reaches that process's tabs in memory.
 
 Events made in this process for its own tabs (a reply's tokens, what recall is doing) do not
-wait for Redis at all (`publish`): they reach this process's tabs at once and cross Redis
-only for the tabs of other processes, marked so that this process's relay skips its echo.
+wait for Redis at all: the event bus (`rooms.events`) hands them to this process's tabs at once
+(`hand_over_here`) and sends them across Redis only for the tabs of other processes, marked so
+that this process's relay skips its echo.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ import weakref
 from channels.consumer import get_handler_name
 from channels.layers import get_channel_layer
 
-from rooms.events import room_group
-
 log = logging.getLogger(__name__)
 
-# Marks the room events this process has already handed to its own tabs (`publish`).
+# Marks the room events this process has already handed to its own tabs (`hand_over_here`).
 PROCESS = uuid.uuid4().hex
+
+
+def room_group(room_id: int) -> str:
+    """Return the room's group: what every member of the room may see."""
+    return f"room.{room_id}"
 
 
 class _Relay:
@@ -112,10 +116,10 @@ def drop(room_id: int, consumer) -> None:
         relay.consumers.discard(consumer)
 
 
-async def publish(room_id: int, event: dict) -> None:
-    """Send a room event to every tab: this process's at once, the others' through Redis."""
+async def hand_over_here(room_id: int, event: dict) -> bool:
+    """Give a room event to this process's tabs of the room at once; False when it has none yet."""
     relay = _loop_relays().get(room_id)
-    if relay is not None and relay.ready.is_set():
-        await relay.hand_over(event)
-        event = {**event, "origin": PROCESS}
-    await get_channel_layer().group_send(room_group(room_id), event)
+    if relay is None or not relay.ready.is_set():
+        return False
+    await relay.hand_over(event)
+    return True

@@ -107,7 +107,7 @@ def room_persona(room: Room) -> Persona | None:
         return room.persona
     if not getattr(room, "for_turn", False):
         return persona_default(user=room.host)
-    # A room read for one turn (`rooms.turns.room_for_turn`) reads the host's default once.
+    # A room read for one turn (`rooms.turns.context.room_for_turn`) reads the host's default once.
     if not hasattr(room, "_default_persona"):
         room._default_persona = persona_default(user=room.host)
     return room._default_persona

@@ -11,8 +11,9 @@ Three rules hold for every call, whoever asked for it:
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from orbchat import env
 from orbchat.connections import outbound, providers, secrets
@@ -23,6 +24,9 @@ env.apply_offline_defaults()
 # Sent as "the key" when a connection has none: local servers take no key, and the OpenAI
 # client refuses to send none (it would read OPENAI_API_KEY from the environment instead).
 NO_KEY = "no-key"
+
+# The tokenizer used when litellm knows none for the model.
+DEFAULT_TOKENIZER = "gpt-4o"
 
 
 class ProviderRefused(Exception):
@@ -243,3 +247,23 @@ def context_size(connection: Connection) -> int | None:
     except Exception:  # noqa: BLE001 - unknown models simply have no known size
         return None
     return info.get("max_input_tokens") or info.get("max_tokens")
+
+
+@lru_cache(maxsize=64)
+def token_counter(model: str) -> Callable[[str], int]:
+    """Return a counter of `model`'s tokens, with litellm's offline tokenizers."""
+    import litellm
+
+    model = model or DEFAULT_TOKENIZER
+
+    # Prompt sections repeat turn after turn; their counts are remembered.
+    @lru_cache(maxsize=4096)
+    def count(text: str) -> int:
+        return litellm.token_counter(model=model, text=text) if text else 0
+
+    return count
+
+
+def count_tokens(text: str, model: str = DEFAULT_TOKENIZER) -> int:
+    """Return the tokens of `text` for `model` (an OpenAI tokenizer when litellm knows no better)."""
+    return token_counter(model)(text)

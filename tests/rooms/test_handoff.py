@@ -9,7 +9,7 @@ from orbchat.connections import services as connection_services
 from orbchat.library import services as library_services
 from rooms import members, selectors, services
 from rooms.prompting import plan_turn
-from rooms.turns import _begin
+from rooms.turns.context import begin
 from tests.factories import client_for, join, make_user
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ ROOM_BOOK_SECRET = "SECRET-ROOM-LORE-the-ferryman-is-a-spy"
 
 
 def reply(room) -> None:
-    variant, _ = _begin(room.pk, "reply", room.seats.get().pk)
+    variant, _ = begin(room.pk, "reply", room.seats.get().pk)
     services.turn_finish(
         variant_id=variant.pk,
         text="The lamp turns.",

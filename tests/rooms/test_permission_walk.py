@@ -465,7 +465,7 @@ async def until_closed(socket, timeout=10):
 
 
 async def settle():
-    while turns._running:
+    while turns.running:
         await asyncio.sleep(0.05)
 
 

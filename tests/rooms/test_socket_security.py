@@ -71,7 +71,7 @@ async def until_closed(socket, timeout: float = 10) -> tuple[dict, list[dict]]:
 
 
 async def settle() -> None:
-    while turns._running:
+    while turns.running:
         await asyncio.sleep(0.05)
 
 

@@ -15,6 +15,7 @@ from orbchat.library import services as library_services
 from orbchat.library.models import Persona
 from rooms import events, members, prompting, relay, services, turns
 from rooms.models import Message, Room, Variant
+from rooms.turns import context, rounds, stop
 from tests.factories import join, make_user
 from tests.fakes.llm import Reply
 from tests.rooms.test_turns import open_socket, settle, until
@@ -25,7 +26,7 @@ def contents(plan) -> str:
 
 
 def plan_for_turn(room):
-    fresh = turns.room_for_turn(room.pk)
+    fresh = context.room_for_turn(room.pk)
     return prompting.plan_turn(room=fresh, seat=fresh.seats.get())
 
 
@@ -39,7 +40,7 @@ def test_opening_a_round_reads_the_room_its_host_and_the_default_persona_once(ro
         services.message_create(room=fresh, author=host, text="Hello, keeper.")
 
     with CaptureQueriesContext(connection) as queries:
-        order, _, opened = turns._open_round(room.pk, from_human=True, picked=[], before=say_hello)
+        order, _, opened = rounds.open_round(room.pk, from_human=True, picked=[], before=say_hello)
     variant, plan = opened
     assert order == [room.seats.get().pk] and variant.message.seq == 2
     assert selects_from(queries, "rooms_room") == 1
@@ -110,7 +111,9 @@ async def test_held_room_events_go_out_in_order_once_released():
     channel = await listen(9001)
     release = events.hold()
     for n in (1, 2):
-        await sync_to_async(events.send)(9001, lambda n=n: {"type": "room.people", "text": str(n)})
+        await sync_to_async(events.to_room)(
+            9001, lambda n=n: {"type": "room.people", "text": str(n)}, on_commit=False
+        )
     with pytest.raises(TimeoutError):
         await receive(channel, timeout=0.05)
     release()
@@ -124,7 +127,9 @@ async def test_a_hold_never_keeps_an_event_longer_than_its_limit():
     channel = await listen(9002)
     events.hold()  # never released
     started = time.monotonic()
-    await sync_to_async(events.send)(9002, lambda: {"type": "room.people", "text": "late"})
+    await sync_to_async(events.to_room)(
+        9002, lambda: {"type": "room.people", "text": "late"}, on_commit=False
+    )
     assert (await receive(channel))["text"] == "late"
     assert time.monotonic() - started < events.HOLD_MAX + 1.0
 
@@ -230,7 +235,7 @@ async def test_a_request_that_comes_as_a_round_ends_gets_a_round_of_its_own(
     fake_llm.script(Reply("First answer."), Reply("Second answer."))
     socket = await open_socket(host, room.pk)
     asked = []
-    stop_requested = turns._stop_requested
+    stop_requested = stop.requested
 
     async def meanwhile(room_id, since):
         streaming = await sync_to_async(Variant.objects.filter(room_id=room_id, state="streaming").exists)()
@@ -240,7 +245,7 @@ async def test_a_request_that_comes_as_a_round_ends_gets_a_round_of_its_own(
             await turns.start_turn(room_id, "reply")
         return await stop_requested(room_id, since)
 
-    monkeypatch.setattr(turns, "_stop_requested", meanwhile)
+    monkeypatch.setattr(stop, "requested", meanwhile)
     await socket.send_json_to({"type": "send", "text": "First question"})
     await until(
         socket,
@@ -273,7 +278,7 @@ async def tokens_within(socket, seconds: float) -> list[str]:
 async def test_what_this_process_publishes_reaches_its_tabs_once_and_in_order(room, host):
     first, second = await open_socket(host, room.pk), await open_socket(host, room.pk)
     for delta in ("one ", "two ", "three"):
-        await relay.publish(room.pk, {**TOKEN, "delta": delta})
+        await events.ato_tokens(room.pk, {**TOKEN, "delta": delta})
     # Handed over in memory at once; the copy that crosses Redis for other processes is not shown again.
     for tab in (first, second):
         assert await tokens_within(tab, 1.0) == ["one ", "two ", "three"]

@@ -13,6 +13,7 @@ from django.test import Client
 from orbchat.asgi import application
 from rooms import turns
 from rooms.models import Message, Variant
+from rooms.turns import stream
 from tests.factories import join, make_user
 from tests.fakes.llm import Reply
 
@@ -60,7 +61,7 @@ def done_message(frame):
 
 
 async def settle():
-    while turns._running:
+    while turns.running:
         await asyncio.sleep(0.05)
 
 
@@ -190,7 +191,7 @@ async def test_a_cut_stream_keeps_the_partial_reply_and_says_so(room, host, conn
 
 
 async def test_a_timeout_is_reported_in_plain_words(room, host, connected, fake_llm, monkeypatch):
-    monkeypatch.setattr(turns, "PROVIDER_TIMEOUT", 0.5)
+    monkeypatch.setattr(stream, "PROVIDER_TIMEOUT", 0.5)
     fake_llm.script(Reply("late", first_token_delay=2))
     socket, site = await open_socket(host, room.pk), await open_socket(host, None)
     await socket.send_json_to({"type": "send", "text": "Hurry"})

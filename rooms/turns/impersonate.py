@@ -1,0 +1,35 @@
+"""Impersonate: draft the person's next message with the host's Chat model."""
+
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+
+from orbchat.connections import gateway
+from orbchat.connections.gateway import plain_error
+from rooms import services
+from rooms.models import Room
+from rooms.prompting import TurnPlan, plan_turn
+from rooms.turns import stream
+
+
+class DraftFailed(Exception):
+    """Impersonate could not draft; the message is for the person who asked."""
+
+
+def _plan(room_id: int) -> TurnPlan:
+    room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
+    return plan_turn(room=room, seat=services.speaking_seat(room), mode="impersonate")
+
+
+async def impersonate(room_id: int, user_id: int) -> str:
+    """Draft the user's next message with the Chat model; nothing is saved.
+
+    The Chat model is the host's: a member who asked hears that the draft failed, not why.
+    """
+    turn = await database_sync_to_async(_plan)(room_id)
+    try:
+        return await gateway.acomplete(
+            turn.target, turn.prompt.messages, timeout=stream.PROVIDER_TIMEOUT, **turn.params
+        )
+    except Exception as exc:  # noqa: BLE001 - every provider failure becomes a plain sentence
+        raise DraftFailed(plain_error(exc) if user_id == turn.host_id else "The draft failed.") from exc
