@@ -14,7 +14,7 @@ from memory.services import memory_on, tuning_get
 from orbchat.library.models import default_memory_template
 from orbchat.prompting import assemble
 from rooms.models import Room, Seat
-from rooms.prompting import chat_connection, prompt_input_for
+from rooms.prompting import TurnContext, chat_connection, prompt_input_for
 
 
 def with_memory(
@@ -78,7 +78,9 @@ def recall_dry_run(*, room: Room, seat: Seat | None, text: str) -> recaller.Outc
     Nothing is saved and no event is sent: it answers "what would recall pick, and why?".
     """
     connection = chat_connection(room)
-    prompt_input, _, _ = prompt_input_for(room=room, seat=seat, connection=connection, draft=text)
+    prompt_input, _, _ = prompt_input_for(
+        turn=TurnContext.of(room), seat=seat, connection=connection, draft=text
+    )
     _, outcome = with_memory(
         room=room,
         seat=seat,

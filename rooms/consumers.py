@@ -12,7 +12,7 @@ from orbchat.connections.gateway import plain_error
 from orbchat.consumers import BadFrame, FrameConsumer
 from rooms import events, online, permissions, relay, services, turns
 from rooms.models import Message, Room, Seat
-from rooms.prompting import NoChatModel
+from rooms.prompting import NoChatModel, TurnContext
 
 CLOSE_NOT_ALLOWED = 4404
 # Actions whose handler runs the access check itself, first thing in its own trip to the
@@ -125,11 +125,13 @@ class RoomConsumer(FrameConsumer):
         if not isinstance(text, str):
             raise BadFrame('"text" must be a string: the message to send.')
 
-        def create(room: Room) -> None:
-            refusal = self._allowed(user, "send", room)
+        def create(turn: TurnContext) -> None:
+            refusal = self._allowed(user, "send", turn.room)
             if refusal:
                 raise Refused(refusal)
-            services.message_create(room=room, author=user, text=text)
+            services.message_create(
+                room=turn.room, author=user, text=text, speaker_name=turn.speaker_name(user)
+            )
 
         # Checked and saved in the same trip to the database that opens the reply.
         try:

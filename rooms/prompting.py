@@ -14,14 +14,14 @@ from django.db.models import F, Q
 from orbchat.connections import gateway
 from orbchat.connections.models import Connection, ModelRoles
 from orbchat.connections.services import model_roles_get
-from orbchat.library.models import Preset, WorldBook, default_memory_template
+from orbchat.library.models import Persona, Preset, WorldBook, default_memory_template
 from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
 from orbchat.library.worldtest import book_for_activation
 from orbchat.prompting import assemble, macros, worldinfo
 from rooms import memory_port, tokens
 from rooms.models import Member, Message, Room, Seat, Variant
 from rooms.options import room_options
-from rooms.services import NARRATOR, room_persona, seated
+from rooms.services import NARRATOR, room_persona, seated, user_display_name
 
 DEFAULT_CONTEXT = 8192
 HISTORY_PAGE = 200
@@ -30,6 +30,35 @@ WORLD_INFO_SHARE = 0.25  # a book with no budget of its own gets this share of t
 
 class NoChatModel(Exception):
     """The host has not connected a Chat model."""
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a turn is planned from, read once at its start: the room with its host, the host's
+    Chat model, the preset and the room's persona (one query), and the persona the host writes as.
+
+    A turn reads it once and hands it down; the next turn reads it again, so an edit to the card,
+    persona, preset or model between turns is always seen.
+    """
+
+    room: Room
+    persona: Persona | None
+
+    @classmethod
+    def read(cls, room_id: int) -> TurnContext:
+        room = Room.objects.select_related("host__model_roles__chat", "preset", "persona").get(pk=room_id)
+        return cls.of(room)
+
+    @classmethod
+    def of(cls, room: Room) -> TurnContext:
+        """The context of a room already read (the host's persona is read here)."""
+        return cls(room=room, persona=room_persona(room))
+
+    def speaker_name(self, user) -> str:
+        """The name `user` writes under in this room: the host's from the persona read here."""
+        if user.pk == self.room.host_id:
+            return self.persona.name if self.persona else user.get_username()
+        return user_display_name(self.room, user)
 
 
 @dataclass
@@ -169,7 +198,7 @@ def group_nudge(*, speaker: Seat | None, seats: list[Seat], own_cards: bool) -> 
 
 def plan_turn(
     *,
-    room: Room,
+    turn: TurnContext,
     seat: Seat | None,
     mode: str = "normal",
     exclude_message_id: int | None = None,
@@ -182,11 +211,12 @@ def plan_turn(
     `on_recalling` is called just before memory recall runs, when there is memory to read (the
     room's icon says so).
     """
+    room = turn.room
     connection = chat_connection(room)
     if connection is None:
         raise NoChatModel("No Chat model is connected. The host can connect one in Settings → Models.")
     prompt_input, samplers, activation = prompt_input_for(
-        room=room,
+        turn=turn,
         seat=seat,
         connection=connection,
         mode=mode,
@@ -229,7 +259,7 @@ def plan_turn(
 
 
 def chat_connection(room: Room) -> Connection | None:
-    """Return the host's Chat model connection (read with the room by `rooms.turns.context.room_for_turn`)."""
+    """Return the host's Chat model connection (read with the room by `TurnContext.read`)."""
     try:
         roles = room.host.model_roles
     except ModelRoles.DoesNotExist:
@@ -239,7 +269,7 @@ def chat_connection(room: Room) -> Connection | None:
 
 def prompt_input_for(
     *,
-    room: Room,
+    turn: TurnContext,
     seat: Seat | None,
     connection: Connection | None,
     mode: str = "normal",
@@ -248,6 +278,7 @@ def prompt_input_for(
     draft: str | None = None,
 ) -> tuple[assemble.PromptInput, dict, worldinfo.Result]:
     """Read what the prompt needs; `draft` is a hypothetical next message from the host (dry runs)."""
+    room = turn.room
     preset = room.preset or Preset.objects.filter(owner=room.host).order_by("pk").first()
     samplers = (
         {name: getattr(preset, name) for name in DEFAULT_SAMPLERS} if preset else dict(DEFAULT_SAMPLERS)
@@ -264,7 +295,7 @@ def prompt_input_for(
 
     options = room_options(room)
     seats = seats if seats is not None else list(seated(room))
-    persona = room_persona(room)
+    persona = turn.persona
     user_name = persona.name if persona else room.host.get_username()
     history = _history_tail(room, budget=context_size - max_tokens, exclude_message_id=exclude_message_id)
     if draft is not None:

@@ -103,14 +103,10 @@ def _increment_seq(room_id: int) -> int:
 
 
 def room_persona(room: Room) -> Persona | None:
+    """Return the persona the host writes as here: the room's own, else the host's default."""
     if room.persona_id is not None:
         return room.persona
-    if not getattr(room, "for_turn", False):
-        return persona_default(user=room.host)
-    # A room read for one turn (`rooms.turns.context.room_for_turn`) reads the host's default once.
-    if not hasattr(room, "_default_persona"):
-        room._default_persona = persona_default(user=room.host)
-    return room._default_persona
+    return persona_default(user=room.host)
 
 
 def user_persona(room: Room, user: User) -> Persona | None:
@@ -179,25 +175,29 @@ def room_delete(*, room: Room) -> None:
     room.delete()
 
 
-def message_create(*, room: Room, author: User, text: str) -> Message:
+def message_create(*, room: Room, author: User, text: str, speaker_name: str | None = None) -> Message:
     """Save a person's message at the room's next seq and show it to everyone in the room.
+
+    `speaker_name` is the name the author writes under, when the caller has read it already
+    (a turn's `TurnContext`); otherwise it is read here.
 
     A locked database is waited for (`retry_when_locked`): the message is saved, or the
     ActionRefused raised says it was not.
     """
     text = text.strip()
     _check_text(text)
-    return retry_when_locked(lambda: _message_save(room=room, author=author, text=text))
+    name = speaker_name or user_display_name(room, author)
+    return retry_when_locked(lambda: _message_save(room=room, author=author, text=text, speaker_name=name))
 
 
 @transaction.atomic
-def _message_save(*, room: Room, author: User, text: str) -> Message:
+def _message_save(*, room: Room, author: User, text: str, speaker_name: str) -> Message:
     message = Message.objects.create(
         room=room,
         seq=_take_seq(room),
         kind=Message.Kind.HUMAN,
         author=author,
-        speaker_name=user_display_name(room, author),
+        speaker_name=speaker_name,
     )
     Variant.objects.create(message=message, room=room, index=0, text=text, tokens=tokens.count(text))
     events.message_added(message)

@@ -25,7 +25,7 @@ from rooms.forms import (
 )
 from rooms.models import Invite, Seat
 from rooms.options import RoomOptions, room_options
-from rooms.prompting import NoChatModel, plan_turn
+from rooms.prompting import NoChatModel, TurnContext, plan_turn
 
 
 def chat_list(request: HttpRequest) -> HttpResponse:
@@ -160,7 +160,7 @@ def room_preview(request: HttpRequest, pk: int) -> HttpResponse:
     next_prompt, problem = None, ""
     try:
         seat = None if room_options(room).narrator else services.speaking_seat(room)
-        next_prompt = plan_turn(room=room, seat=seat).preview()
+        next_prompt = plan_turn(turn=TurnContext.of(room), seat=seat).preview()
     except (NoChatModel, services.ActionRefused) as exc:
         problem = str(exc)
     context = {

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 from rooms import events, services
-from rooms.models import Room, Seat, Variant
-from rooms.prompting import TurnPlan, plan_turn
-
-
-def room_for_turn(room_id: int) -> Room:
-    """Read the room with what a turn reads of it: host (and the host's Chat model), preset, persona."""
-    room = Room.objects.select_related("host__model_roles__chat", "preset", "persona").get(pk=room_id)
-    room.for_turn = True  # the host's default persona is read once (`services.room_persona`)
-    return room
+from rooms.models import Seat, Variant
+from rooms.prompting import TurnContext, TurnPlan, plan_turn
 
 
 def begin(
@@ -19,16 +12,17 @@ def begin(
     mode: str,
     seat_id: int | None = None,
     *,
-    room: Room | None = None,
+    turn: TurnContext | None = None,
     seat: Seat | None = None,
     seats: list[Seat] | None = None,
 ) -> tuple[Variant, TurnPlan]:
     """Plan a turn and open its variant. mode "reply" writes as `seat_id` (None: the Narrator).
 
-    `room` and `seat`, when the caller already read them, save reading them again. The room
+    `turn` and `seat`, when the caller already read them, save reading them again. The room
     hears what recall found at once; the recall is logged once the request is out (`stream`).
     """
-    room = room or room_for_turn(room_id)
+    turn = turn or TurnContext.read(room_id)
+    room = turn.room
     if mode == "reply":
         if seat is None and seat_id is not None:
             seat = Seat.objects.select_related("character").get(pk=seat_id, room=room)
@@ -41,7 +35,7 @@ def begin(
             raise services.ActionRefused(f"There is no character reply to {mode}.")
     exclude = services.last_message(room).pk if mode == "regenerate" else None
     plan = plan_turn(
-        room=room,
+        turn=turn,
         seat=seat,
         mode="continue" if mode == "continue" else "normal",
         exclude_message_id=exclude,

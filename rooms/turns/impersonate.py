@@ -7,8 +7,7 @@ from channels.db import database_sync_to_async
 from orbchat.connections import gateway
 from orbchat.connections.gateway import plain_error
 from rooms import services
-from rooms.models import Room
-from rooms.prompting import TurnPlan, plan_turn
+from rooms.prompting import TurnContext, TurnPlan, plan_turn
 from rooms.turns import stream
 
 
@@ -17,8 +16,8 @@ class DraftFailed(Exception):
 
 
 def _plan(room_id: int) -> TurnPlan:
-    room = Room.objects.select_related("host", "preset", "persona").get(pk=room_id)
-    return plan_turn(room=room, seat=services.speaking_seat(room), mode="impersonate")
+    turn = TurnContext.read(room_id)
+    return plan_turn(turn=turn, seat=services.speaking_seat(turn.room), mode="impersonate")
 
 
 async def impersonate(room_id: int, user_id: int) -> str:

@@ -13,10 +13,13 @@ from channels.db import database_sync_to_async
 from rooms import events, services, speakers
 from rooms.models import Message, Room, Seat, Variant
 from rooms.options import RoomOptions, room_options
-from rooms.prompting import NoChatModel, TurnPlan
+from rooms.prompting import NoChatModel, TurnContext, TurnPlan
 from rooms.turns import stop
-from rooms.turns.context import begin, room_for_turn
+from rooms.turns.context import begin
 from rooms.turns.stream import Reply, keep, notice
+
+# What a round runs first, with the turn's context (saving the person's message).
+Prepare = Callable[[TurnContext], object]
 
 # Why a reply cannot begin; each becomes a room notice.
 REFUSED = (services.TurnBusy, services.ActionRefused, NoChatModel)
@@ -56,8 +59,8 @@ def plan_round(
     return chosen, options, seats
 
 
-def _prepare(room_id: int, before: Callable[[Room], object]) -> None:
-    before(room_for_turn(room_id))
+def _prepare(room_id: int, before: Prepare) -> None:
+    before(TurnContext.read(room_id))
 
 
 class NotPrepared(Exception):
@@ -65,26 +68,30 @@ class NotPrepared(Exception):
 
 
 def open_round(
-    room_id: int, *, from_human: bool, picked: list[int], before: Callable[[Room], object] | None = None
+    room_id: int,
+    *,
+    from_human: bool,
+    picked: list[int],
+    before: Prepare | None = None,
 ) -> tuple[list[int | None], RoomOptions, tuple[Variant, TurnPlan] | Exception | None]:
     """Pick the round's speakers and begin the first one's reply (or say why it cannot begin).
 
-    `before(room)` runs first, in the same trip to the database (the person's message is saved).
+    `before(turn)` runs first, in the same trip to the database (the person's message is saved).
     """
     try:
-        room = room_for_turn(room_id)
+        turn = TurnContext.read(room_id)
         if before is not None:
-            before(room)
+            before(turn)
     except Exception as exc:
         if before is None:
             raise
         raise NotPrepared() from exc
-    order, options, seats = plan_round(room_id, from_human=from_human, picked=picked, room=room)
+    order, options, seats = plan_round(room_id, from_human=from_human, picked=picked, room=turn.room)
     if not order:
         return order, options, None
     seat = next((s for s in seats if s.pk == order[0]), None)
     try:
-        return order, options, begin(room_id, "reply", order[0], room=room, seat=seat, seats=seats)
+        return order, options, begin(room_id, "reply", order[0], turn=turn, seat=seat, seats=seats)
     except REFUSED as exc:
         return order, options, exc
     except Seat.DoesNotExist:
@@ -121,7 +128,7 @@ class Rounds:
     def running(self) -> bool:
         return self.task is not None and not self.task.done()
 
-    async def ask(self, *, picked: list[int], before: Callable[[Room], object] | None) -> Variant | None:
+    async def ask(self, *, picked: list[int], before: Prepare | None) -> Variant | None:
         """Run a round for this request, or have the running one answer it once its reply is done."""
         if before is not None and self.running:
             await database_sync_to_async(_prepare)(self.room_id, before)
@@ -137,7 +144,7 @@ class Rounds:
         self.task = keep(asyncio.create_task(self._run(first, before=before)))
         return await first
 
-    async def _run(self, first: asyncio.Future, *, before: Callable[[Room], object] | None = None) -> None:
+    async def _run(self, first: asyncio.Future, *, before: Prepare | None = None) -> None:
         """Run a person's round, then the auto chain (if on) until it is done, stopped or interrupted.
 
         A person writing during the chain ends it: their message gets its round, and the chain does
@@ -275,12 +282,12 @@ async def start_turn(
     mode: str = "reply",
     *,
     picked: list[int] | None = None,
-    before: Callable[[Room], object] | None = None,
+    before: Prepare | None = None,
 ) -> Variant | None:
     """Answer in the room: "reply" runs a round (every speaker the turn order picks, one after
     another); "regenerate" and "continue" rework the last reply. Refusals become room notices.
 
-    `before(room)` ("reply" only) runs first, in the round's first trip to the database: the
+    `before(turn)` ("reply" only) runs first, in the round's first trip to the database: the
     person's message is saved there. What it raises is raised here, and no round runs.
 
     A person's message while a round runs ends the auto chain and starts a new round for it once

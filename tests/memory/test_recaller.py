@@ -15,7 +15,7 @@ from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
 from orbchat.library import services as library_services
 from rooms import services as room_services
-from rooms.prompting import plan_turn
+from rooms.prompting import TurnContext, plan_turn
 from tests.library.cards import v2_card
 from tests.memory.conftest import rerank_from_nowhere, story_room
 
@@ -92,7 +92,7 @@ def ask(room, text: str):
     """The host sends `text`; return the plan of the reply it would get."""
     room_services.message_create(room=room, author=room.host, text=text)
     room.refresh_from_db()
-    return plan_turn(room=room, seat=room_services.speaking_seat(room))
+    return plan_turn(turn=TurnContext.of(room), seat=room_services.speaking_seat(room))
 
 
 def memory_section(plan) -> str:

@@ -8,7 +8,7 @@ from django.urls import reverse
 from orbchat.connections import services as connection_services
 from orbchat.library import services as library_services
 from rooms import members, selectors, services
-from rooms.prompting import plan_turn
+from rooms.prompting import TurnContext, plan_turn
 from rooms.turns.context import begin
 from tests.factories import client_for, join, make_user
 
@@ -82,7 +82,7 @@ def test_the_new_hosts_preview_shows_nothing_of_the_old_hosts_card_books_or_prom
 
 def test_the_new_hosts_turn_sends_only_what_is_theirs(handed_off):
     room, heir = handed_off
-    plan = plan_turn(room=room, seat=room.seats.get())
+    plan = plan_turn(turn=TurnContext.of(room), seat=room.seats.get())
     sent = str(plan.prompt.messages)
     assert "Veyra" in sent and "lighthouse" in sent  # the transcript moves with the room
     for secret in (CARD_SECRET, BOOK_SECRET, ROOM_BOOK_SECRET):

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 def plan(room):
-    return prompting.plan_turn(room=room, seat=room.seats.get())
+    return prompting.plan_turn(turn=prompting.TurnContext.of(room), seat=room.seats.get())
 
 
 def contents(prompt):
@@ -112,7 +112,7 @@ def test_a_message_saved_after_the_room_was_read_is_in_the_prompt(room, host, co
     stale = Room.objects.get(pk=room.pk)
     services.message_create(room=room, author=host, text="Said a moment ago")
     assert stale.next_seq < room.next_seq
-    turn = prompting.plan_turn(room=stale, seat=stale.seats.get())
+    turn = prompting.plan_turn(turn=prompting.TurnContext.of(stale), seat=stale.seats.get())
     assert "Said a moment ago" in contents(turn.prompt)
 
 

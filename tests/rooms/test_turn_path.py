@@ -15,7 +15,7 @@ from orbchat.library import services as library_services
 from orbchat.library.models import Persona
 from rooms import events, members, prompting, relay, services, turns
 from rooms.models import Message, Room, Variant
-from rooms.turns import context, rounds, stop
+from rooms.turns import rounds, stop
 from tests.factories import join, make_user
 from tests.fakes.llm import Reply
 from tests.rooms.test_turns import open_socket, settle, until
@@ -26,8 +26,8 @@ def contents(plan) -> str:
 
 
 def plan_for_turn(room):
-    fresh = context.room_for_turn(room.pk)
-    return prompting.plan_turn(room=fresh, seat=fresh.seats.get())
+    fresh = prompting.TurnContext.read(room.pk)
+    return prompting.plan_turn(turn=fresh, seat=fresh.room.seats.get())
 
 
 def selects_from(queries, table: str) -> int:
@@ -36,8 +36,10 @@ def selects_from(queries, table: str) -> int:
 
 @pytest.mark.django_db
 def test_opening_a_round_reads_the_room_its_host_and_the_default_persona_once(room, host, connected):
-    def say_hello(fresh: Room) -> None:
-        services.message_create(room=fresh, author=host, text="Hello, keeper.")
+    def say_hello(turn) -> None:
+        services.message_create(
+            room=turn.room, author=host, text="Hello, keeper.", speaker_name=turn.speaker_name(host)
+        )
 
     with CaptureQueriesContext(connection) as queries:
         order, _, opened = rounds.open_round(room.pk, from_human=True, picked=[], before=say_hello)
@@ -220,11 +222,13 @@ async def test_a_send_while_a_reply_streams_is_saved_and_answered_after_it(room,
 
 
 @pytest.mark.django_db
-def test_the_persona_is_read_once_only_for_a_room_read_for_a_turn(room, host):
-    plain = Room.objects.get(pk=room.pk)
-    assert services.room_persona(plain) == Persona.objects.get(owner=host, is_default=True)
+def test_a_turn_keeps_the_persona_it_read_and_the_next_turn_reads_it_again(room, host):
+    default = Persona.objects.get(owner=host, is_default=True)
+    turn = prompting.TurnContext.read(room.pk)
     Persona.objects.filter(owner=host).update(is_default=False)
-    assert services.room_persona(plain) is None  # a plain room reads it every time
+    assert turn.persona == default and turn.speaker_name(host) == default.name
+    assert prompting.TurnContext.read(room.pk).persona is None
+    assert services.room_persona(Room.objects.get(pk=room.pk)) is None
 
 
 @pytest.mark.django_db(transaction=True)
