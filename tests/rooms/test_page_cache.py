@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from memory.services import tuning_get
+from memory.selectors import tuning_get
 from orbchat import benchkit
 from rooms import presenters, rendering, services
 from rooms.models import Message
