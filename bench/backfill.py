@@ -61,8 +61,10 @@ class Bench:
         return room
 
     def _run(self, size: int) -> dict:
-        from memory import index, services
+        from memory import index, selectors
         from memory.models import Scene
+        from memory.services.catch_up import backfill
+        from memory.services.indexing import scene_text
         from orbchat.connections import embedder
         from orbchat.connections import services as connections
         from orbchat.library import services as library
@@ -76,13 +78,15 @@ class Bench:
 
             room = self._room(user, character, size)
             started = time.perf_counter()
-            extractive = services.backfill(room.pk)
+            extractive = backfill(room.pk)
             extractive_s = time.perf_counter() - started
 
             # The raw encoder on the very texts the scenes index embedded.
             texts = []
             for scene in Scene.objects.filter(room=room).select_related("room").order_by("block"):
-                texts.append(services.scene_transcript(scene))
+                texts.append(
+                    scene_text(selectors.message_lines(scene.room, scene.seq_from, scene.seq_to + 1))
+                )
             clock = time.perf_counter()
             for start in range(0, len(texts), index.BATCH):
                 embedder.embed(texts[start : start + index.BATCH])
@@ -111,7 +115,7 @@ class Bench:
                 )
                 second = self._room(user, character, size)
                 clock = time.perf_counter()
-                with_llm = services.backfill(second.pk)
+                with_llm = backfill(second.pk)
                 llm_s = time.perf_counter() - clock
         finally:
             user.delete()
@@ -141,14 +145,14 @@ class Bench:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        from memory import services
+        from memory.services.catch_up import catch_up
 
         times, queries = [], []
         for seq in range(size, size + CATCH_UPS):
             kit.bulk_history(room, [seq], text_for=lambda seq: message_text(rng, seq), tokens=40)
             with CaptureQueriesContext(connection) as captured:
                 clock = time.perf_counter()
-                services.catch_up(room.pk)
+                catch_up(room.pk)
                 times.append((time.perf_counter() - clock) * 1000)
             queries.append(len(captured.captured_queries))
         return {**kit.summary(times), "max_queries": max(queries), "n": len(times)}

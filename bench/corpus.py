@@ -1,7 +1,7 @@
 """Measure Corpus search: `python -m bench corpus --data locomo10.json --out FILE.json`.
 
 Part 1, quality: the LoCoMo conversations become rooms of one host (turns as messages), their
-scenes are built by the real `memory.services.index_scenes` (tier-0 blocks of 8 messages, every
+scenes are built by the real `memory.services.indexing.index_scenes` (tier-0 blocks of 8 messages, every
 block including the last, unfinished one), and every question is asked through
 `corpus.search.search(target="scenes", limit=10)`; a question is a hit when a returned scene's seq
 range holds one of its evidence turns. The fused ranking is compared with meaning alone and words
@@ -138,16 +138,17 @@ class Bench(recall.Bench):
 
     def _build(self, user, conversation: locomo.Conversation, memories: bool):
         """A room holding the conversation, with its scenes (and memory) built by the real services."""
-        from memory import index, services
-        from memory.services import block_tuning, tuning_get
+        from memory.selectors import block_tuning, tuning_get
+        from memory.services.catch_up import catch_up
+        from memory.services.indexing import generations_ensure, index_scenes
 
         room, seqs = self._room(user, conversation, [0] * len(conversation.turns))
         t = block_tuning(tuning_get())
         if memories:
-            services.catch_up(room.pk)
+            catch_up(room.pk)
         # Every block, the last unfinished one too: a question may be about the latest turns.
-        services.index_scenes(
-            room, fresh_start=room.next_seq + t.block_size - 1, t=t, generations=index.live_generations(user)
+        index_scenes(
+            room, fresh_start=room.next_seq + t.block_size - 1, t=t, generations=generations_ensure(user)
         )
         return room, seqs
 
@@ -197,8 +198,9 @@ class Bench(recall.Bench):
             )
         if dump:
             from memory import index
+            from memory.selectors import reading_generation
 
-            generation = index.reading_generation(user)
+            generation = reading_generation(user)
             ids, texts, metas = index.index_documents(generation, "scenes", where={"host": user.pk})
             Path(dump).write_text(json.dumps({"questions": dumped, "scenes": [ids, texts, metas]}))
         variants = {name: _summary(rows) for name, rows in records.items()}
@@ -247,14 +249,15 @@ class Bench(recall.Bench):
         from memory import index
         from memory.drafts import Line
         from memory.models import Scene
-        from memory.services import block_tuning, scene_text, tuning_get
+        from memory.selectors import block_tuning, reading_generation, tuning_get
+        from memory.services.indexing import generations_ensure, scene_text
         from orbchat.library import services as library
         from rooms import services as rooms
         from rooms.models import Room
 
         t = block_tuning(tuning_get())
         source_user = self.users[0]
-        source = index.reading_generation(source_user)
+        source = reading_generation(source_user)
         ids, texts, metas = index.index_documents(source, "scenes", where={"host": source_user.pk})
         vectors = index.index_vectors(source, "scenes", ids)
         pool = [
@@ -265,7 +268,7 @@ class Bench(recall.Bench):
         rng = random.Random(rooms_n * per_room)
         noise = np.random.default_rng(rooms_n)
         user = self._user("scale")
-        generation = index.live_generations(user)[0]
+        generation = generations_ensure(user)[0]
         start = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
         clock = time.perf_counter()
         total_scenes = 0

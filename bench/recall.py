@@ -1,7 +1,7 @@
 """Measure recall on LoCoMo: `python -m bench recall --data locomo10.json --out FILE.json`.
 
 Each conversation is ingested into two rooms through the real services (speaker_a is the person,
-speaker_b the character), and memory is built by `memory.services.catch_up` twice: with the
+speaker_b the character), and memory is built by `memory.services.catch_up.catch_up` twice: with the
 built-in extractive summariser, and with an *observation* Utility model — a local stand-in that
 answers each block with the dataset's own observation facts for the turns in it. Every question is
 then asked as the latest user message and the Memory section is scored against the answer and the
@@ -332,8 +332,8 @@ class Bench:
     # The benchmark --------------------------------------------------------------------------------
 
     def _run(self, conversations: list[locomo.Conversation], per_conversation: int) -> dict:
-        from memory import services
-        from memory.services import memory_on, tuning_get
+        from memory.selectors import memory_on, tuning_get
+        from memory.services.catch_up import catch_up
         from orbchat.connections import embedder
         from orbchat.connections import services as connections
         from rooms import tokens
@@ -362,13 +362,13 @@ class Bench:
                 counts = [tokens.count(turn.text) for turn in conversation.turns]
                 rooms = {}
                 room, seqs = self._room(extractive_host, conversation, counts)
-                report = services.catch_up(room.pk)
+                report = catch_up(room.pk)
                 rooms["extractive"] = room
                 built_extractive = time.perf_counter() - clock
                 clock = time.perf_counter()
                 room, seqs = self._room(observation_host, conversation, counts)
                 model.load(conversation, seqs)
-                report_obs = services.catch_up(room.pk)
+                report_obs = catch_up(room.pk)
                 rooms["observation"] = room
                 built_observation = time.perf_counter() - clock
                 for name, room in rooms.items():
@@ -398,7 +398,7 @@ class Bench:
     def _ask(self, conversation, questions, seqs, rooms, variants, budget, records) -> None:
         import numpy as np
 
-        from memory import recaller
+        from memory.recall import recaller
         from orbchat.connections import embedder
         from orbchat.prompting.assemble import default_count_tokens
 
@@ -468,8 +468,10 @@ class Bench:
     def _scale(self, size: int, turns: int) -> dict:
         import numpy as np
 
-        from memory import blocks, index, recaller
-        from memory.services import block_tuning, tuning_get
+        from memory import blocks
+        from memory.recall import recaller
+        from memory.selectors import block_tuning, tuning_get
+        from memory.services.indexing import generations_ensure
         from orbchat.connections import embedder
         from orbchat.library import services as library
         from orbchat.prompting.assemble import default_count_tokens
@@ -485,7 +487,7 @@ class Bench:
         character = library.character_create(owner=user, card=card)
         room = rooms.room_create_from_character(host=user, character=character)
         room.refresh_from_db()
-        generation = index.live_generations(user)[0]
+        generation = generations_ensure(user)[0]
         start_time = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
         texts: dict[int, str] = {}
 
@@ -643,8 +645,9 @@ def _store_summaries(summaries: list, generation, rng) -> int:
 
 
 def _keyword_rows(summaries: list) -> None:
-    """Fill the keyword lookup for bulk-created summaries, as `memory.services` does for its own."""
-    from memory import models, services
+    """Fill the keyword lookup for bulk-created summaries, as memory's summaries service does."""
+    from memory import models
+    from memory.services.summaries import keyword_words
 
     if not hasattr(models, "SummaryKeyword"):
         return  # a version of memory without the lookup table
@@ -657,6 +660,6 @@ def _keyword_rows(summaries: list) -> None:
         [
             models.SummaryKeyword(summary=s, room_id=s.room_id, word=word, keyword=keyword)
             for s in summaries
-            for word, keyword in services.keyword_words(list(s.keywords or ()))
+            for word, keyword in keyword_words(list(s.keywords or ()))
         ]
     )

@@ -33,6 +33,8 @@ from corpus import ranking
 from corpus.ranking import MEMORIES, SCENES, TARGETS
 from memory import index
 from memory.models import Scene, Summary, VectorIndex
+from memory.selectors import reading_generation
+from orbchat.connections import embedding
 from rooms.models import Room, Seat
 
 log = logging.getLogger(__name__)
@@ -126,7 +128,7 @@ def _query_vector(generation: VectorIndex, q: str) -> np.ndarray:
         if found is not None:
             _queries.move_to_end(key)
             return found
-    vector = _unit(index.embed_query(generation, q))
+    vector = _unit(embedding.embed_query(generation.model_key, q))
     with _lock:
         _queries[key] = vector
         while len(_queries) > QUERIES:
@@ -314,7 +316,7 @@ def search(
         return done(Results(notice=UNKNOWN_TARGET))
     if not q:
         return done(Results(notice=EMPTY_QUERY))
-    generation = index.reading_generation(user)
+    generation = reading_generation(user)
     if generation is None:
         return done(Results(notice=NOT_INDEXED))
     rooms = _rooms(user, room_ids, character_id)
@@ -376,7 +378,7 @@ def warm(user) -> Future | None:
     """Bring the user's word indexes up to date in the background (call it as the Explore page
     opens: a host's first search after a restart reads their whole index, which takes seconds
     for a large library; docs/benchmarks.md)."""
-    generation = index.reading_generation(user)
+    generation = reading_generation(user)
     if generation is None:
         return None
     return _background().submit(_warm, user, generation)
@@ -410,7 +412,7 @@ def _nearest(
     try:
         try:
             vector = _query_vector(generation, q)
-        except index.EmbedderFailed as exc:
+        except embedding.EmbedderFailed as exc:
             return None, [], WORDS_ONLY.format(reason=exc), lap.timings
         lap("embed")
         dense = index.query_index(generation, target, vector.tolist(), where=where, n=n)

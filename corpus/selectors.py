@@ -9,6 +9,7 @@ from django.db.models import Count, F, Max, Q
 from corpus import ranking
 from memory import blocks
 from memory.models import Scene, Summary
+from memory.selectors import block_tuning, tuning_get
 from rooms import selectors as rooms_selectors
 from rooms.models import Message, Room
 
@@ -36,8 +37,6 @@ class RoomReadiness:
 def readiness(user) -> list[RoomReadiness]:
     """Each hosted room's scene index against what its messages call for (gaps and hidden
     messages make the count approximate: a room counts as indexed when nothing is missing)."""
-    from memory.services import block_tuning, tuning_get
-
     t = block_tuning(tuning_get())
     rooms = list(
         rooms_selectors.hosted_rooms(user=user).annotate(
@@ -71,8 +70,6 @@ def host_summary(user, summary_id: int) -> Summary | None:
 
 def scene_range(room: Room, block: int) -> tuple[int, int]:
     """The messages of a scene: as indexed, or (its row gone with a rewind) its block's range."""
-    from memory.services import block_tuning, tuning_get
-
     found = Scene.objects.filter(room=room, block=block).values_list("seq_from", "seq_to").first()
     if found:
         return found

@@ -7,16 +7,15 @@ from django.views.decorators.http import require_GET
 
 from corpus import search, selectors
 from corpus.forms import ExploreForm
-from memory import index
 from memory.selectors import reindex_status
-from orbchat.connections import embedder
+from orbchat.connections import embedder, embedding
 
 PER_PAGE = 10
 
 
 def _embedder_state(user) -> str:
     """The built-in embedder starts loading as the page opens (searching needs it)."""
-    if index.model_key(user) != index.BUILTIN_KEY:
+    if embedding.model_key(user) != embedding.BUILTIN_KEY:
         return "ready"
     return embedder.warm()
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from memory.models import MAX_MEMORY_TEXT, MemoryTuning
+from memory.selectors import FILTERS
 
 
 class MemoryTuningForm(forms.ModelForm):
@@ -44,7 +45,5 @@ class PanelFilterForm(forms.Form):
     tier = forms.IntegerField(required=False, min_value=0, max_value=255)
 
     def __init__(self, *args, **kwargs) -> None:
-        from memory.selectors import FILTERS
-
         super().__init__(*args, **kwargs)
         self.fields["show"].choices = list(FILTERS.items())

@@ -3,107 +3,24 @@
 Each host's vectors live in one *generation* (`VectorIndex`) per embedding model; ids are
 deterministic, so indexing again replaces and never duplicates. Every vector carries room, host,
 scope, tier, block and its `seq` range, so filters apply inside the query, before ranking.
+
+Only Chroma lives here (collections, upserts, queries). The generations are rows, read in
+`memory.selectors` and made in `memory.services.indexing`; which model embeds is decided in
+`orbchat.connections.embedding`.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from django.db import transaction
-
 from memory import vectorstore
 from memory.models import Scene, Summary, VectorIndex
-from orbchat.connections import embedder, gateway
-from orbchat.connections.services import model_roles_get
 
 BATCH = 64
-BUILTIN_KEY = "builtin:all-MiniLM-L6-v2"
-
-
-class EmbedderFailed(Exception):
-    """The Text-embedding model could not embed (the message says why, in plain words)."""
 
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def model_key(user) -> str:
-    roles = model_roles_get(user=user)
-    if roles.embedding is None:
-        return BUILTIN_KEY
-    return f"{roles.embedding.pk}:{roles.embedding.model}"
-
-
-def embed(user, texts: list[str]) -> list[list[float]]:
-    """Embed texts with the user's Text-embedding role (the built-in MiniLM by default), in batches."""
-    return _embed(model_roles_get(user=user).embedding, texts)
-
-
-def embed_for(generation: VectorIndex, texts: list[str]) -> list[list[float]]:
-    """Embed texts with the model of a generation (an older one keeps its own model until retired)."""
-    if generation.model_key == BUILTIN_KEY:
-        return _embed(None, texts)
-    from orbchat.connections.models import Connection
-
-    connection = Connection.objects.filter(pk=int(generation.model_key.split(":", 1)[0])).first()
-    if connection is None:
-        raise EmbedderFailed("the embedding connection of this index was deleted")
-    return _embed(connection, texts)
-
-
-def _embed(connection, texts: list[str]) -> list[list[float]]:
-    vectors: list[list[float]] = []
-    try:
-        for start in range(0, len(texts), BATCH):
-            batch = texts[start : start + BATCH]
-            if connection is None:
-                vectors.extend(embedder.embed(batch))
-            else:
-                vectors.extend(gateway.embed(gateway.target_for(connection), batch))
-    except Exception as exc:  # noqa: BLE001 - any embedder failure is reported, never a crash
-        raise EmbedderFailed(gateway.plain_error(exc)) from exc
-    return vectors
-
-
-def live_generations(user) -> list[VectorIndex]:
-    """Return the generations writes go to: the current model's, and a still-ready older one.
-
-    The first use makes a ready generation; a changed embedding model makes a building one
-    (the re-index task fills it, then it replaces the old).
-    """
-    key = model_key(user)
-    with transaction.atomic():
-        live = list(
-            VectorIndex.objects.select_for_update().filter(user=user).exclude(state=VectorIndex.State.RETIRED)
-        )
-        if not any(g.model_key == key for g in live):
-            state = VectorIndex.State.BUILDING if live else VectorIndex.State.READY
-            generation = VectorIndex.objects.create(user=user, model_key=key, state=state)
-            live.insert(0, generation)
-            if state == VectorIndex.State.BUILDING:
-                transaction.on_commit(lambda: _start_reindex(generation.pk))
-    return live
-
-
-def _start_reindex(generation_id: int) -> None:
-    from memory import tasks
-
-    tasks.reindex.delay(generation_id)
-
-
-def has_vectors(user) -> bool:
-    """Whether the user has an index at all (a first one is made on first use, not here)."""
-    return VectorIndex.objects.filter(user=user).exists()
-
-
-def reading_generation(user) -> VectorIndex | None:
-    """The generation recall and search read: the newest ready one."""
-    return (
-        VectorIndex.objects.filter(user=user, state=VectorIndex.State.READY)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
 
 
 def _collection(generation: VectorIndex, kind: str):
@@ -175,6 +92,11 @@ def upsert_scenes(
         ],
         documents=texts,
     )
+
+
+def stored_ids(generation: VectorIndex, kind: str, ids: list[str]) -> set[str]:
+    """Return which of these `kind` ids the generation already holds."""
+    return set(_collection(generation, kind).get(ids=ids, include=[])["ids"])
 
 
 def memory_vectors(generation: VectorIndex, ids: list[str]) -> dict[str, list[float]]:
@@ -254,22 +176,3 @@ def index_records(generation: VectorIndex, kind: str, ids: list[str]) -> dict[st
         id_: (text or "", meta or {})
         for id_, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
     }
-
-
-def embed_query(generation: VectorIndex, text: str) -> list[float]:
-    """Embed one short query with the generation's model.
-
-    The built-in model embeds it on one thread: a dozen tokens gain nothing from a second one, and
-    while the other core is busy the threads' hand-offs cost many times the work (measured in
-    docs/benchmarks.md, "Search latency choices"). The thread count is restored afterwards.
-    """
-    if generation.model_key != BUILTIN_KEY:
-        return embed_for(generation, [text])[0]
-    import torch
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _embed(None, [text])[0]
-    finally:
-        torch.set_num_threads(previous)

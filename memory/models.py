@@ -6,7 +6,7 @@ from django.conf import settings as conf
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from memory.recall import ADDED_TIER, place_label, span_label
+from memory.recall.ranking import ADDED_TIER, place_label, span_label
 
 SHARED = "shared"
 

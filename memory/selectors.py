@@ -4,13 +4,119 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Count
+from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
-from memory.models import RoomMemory, Summary
+from memory import blocks, index, tiermap
+from memory.drafts import Line
+from memory.models import MemoryTuning, RecallLog, RoomMemory, Scene, Summary, VectorIndex
+from orbchat.connections import embedding
+from rooms.models import Message, Room, Variant
+from rooms.options import room_options
+
+
+def tuning_get() -> MemoryTuning:
+    """The site's Memory tuning; the defaults until an administrator saves it."""
+    return MemoryTuning.objects.filter(pk=1).first() or MemoryTuning(pk=1)
+
+
+def block_tuning(tuning: MemoryTuning) -> blocks.Tuning:
+    return blocks.Tuning(
+        block_size=tuning.block_size,
+        fresh_window=tuning.fresh_window,
+        fan_in=tuning.fan_in,
+        max_tier=tuning.max_tier,
+    )
+
+
+def memory_on(room: Room, tuning: MemoryTuning | None = None) -> bool:
+    """Memory runs for a room when it is on for the site and its host wants it."""
+    tuning = tuning or tuning_get()
+    return tuning.enabled and room.host.remember_long_chats and room.archived_at is None
+
+
+def personal_memory_on(room: Room) -> bool:
+    """Each character gets its own set: Per-speaker replies with "only their own card"."""
+    return room_options(room).own_cards
+
+
+def forgotten_blocks(room: Room) -> list[tuple[str, int, int]]:
+    """The (scope, tier, block)s a person forgot in this room."""
+    state = RoomMemory.objects.filter(room=room).values_list("forgotten", flat=True).first()
+    return [(str(scope), int(tier), int(block)) for scope, tier, block in state or ()]
+
+
+def message_seqs(room: Room) -> tuple[list[int], list[int]]:
+    """Every message number of the room, and those of the visible messages, both ascending.
+
+    Planning runs after every reply, so this reads two columns of every message and nothing
+    more (the text is read per block, when a block is written).
+    """
+    existing, visible = [], []
+    for seq, hidden in Message.objects.filter(room=room).order_by("seq").values_list("seq", "hidden"):
+        existing.append(seq)
+        if not hidden:
+            visible.append(seq)
+    return existing, visible
+
+
+def message_lines(room: Room, start: int, end: int) -> list[Line]:
+    """The visible, written messages of [start, end), as the summariser reads them."""
+    rows = (
+        Message.objects.filter(
+            room=room,
+            seq__gte=start,
+            seq__lt=end,
+            hidden=False,
+            variants__index=F("active_index"),
+            variants__state__in=[Variant.State.DONE, Variant.State.STOPPED],
+        )
+        .order_by("seq")
+        .values_list("seq", "speaker_name", "variants__text", "created_at", "kind")
+    )
+    return [
+        Line(seq=seq, speaker=speaker, text=text, when=when, is_human=kind == Message.Kind.HUMAN)
+        for seq, speaker, text, when, kind in rows
+        if text.strip()
+    ]
+
+
+# The vector index's generations ------------------------------------------------------------------
+
+
+def live_generations(user) -> list[VectorIndex]:
+    """The generations writes go to, newest first: the current model's, and a still-ready older one.
+
+    Only what exists: `services.indexing.generations_ensure` makes the current model's.
+    """
+    return list(VectorIndex.objects.filter(user=user).exclude(state=VectorIndex.State.RETIRED))
+
+
+def has_vectors(user) -> bool:
+    """Whether the user has an index at all (a first one is made on first use, not here)."""
+    return VectorIndex.objects.filter(user=user).exists()
+
+
+def reading_generation(user) -> VectorIndex | None:
+    """The generation recall and search read: the newest ready one."""
+    return (
+        VectorIndex.objects.filter(user=user, state=VectorIndex.State.READY)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def room_vector_ids(room_id: int) -> tuple[list[str], list[str]]:
+    """The ids of a room's memories and scenes in the vector index."""
+    summaries = Summary.objects.filter(room_id=room_id).only("room_id", "scope", "tier", "block")
+    blocks_ = Scene.objects.filter(room_id=room_id).values_list("block", flat=True)
+    return [index.memory_id(s) for s in summaries], [index.scene_id(room_id, b) for b in blocks_]
+
+
+# Backfill ----------------------------------------------------------------------------------------
 
 # Seconds a running backfill's heartbeat may age before the backfill reads as interrupted: a
-# few missed beats (services.BACKFILL_BEAT_SECONDS apart), not one slow database write.
+# few missed beats (services.catch_up.BACKFILL_BEAT_SECONDS apart), not one slow database write.
 BACKFILL_STALE_SECONDS = 8.0
 INTERRUPTED = "interrupted"
 
@@ -61,54 +167,15 @@ def room_memory_status(room) -> dict:
 
 def reindex_status(user):
     """The generation being built for a new embedding model, if any (with done/total)."""
-    from memory.models import VectorIndex
-
     return VectorIndex.objects.filter(user=user, state=VectorIndex.State.BUILDING).order_by("-pk").first()
 
 
 def recall_last(room):
     """The latest recall log of the room (a reply's real count), or None."""
-    from memory.models import RecallLog
-
     logs = RecallLog.objects.filter(room=room)
     if room.host_since is not None:  # the turns before a hand-off were the previous host's
         logs = logs.filter(created_at__gte=room.host_since)
     return logs.order_by("-created_at", "-pk").first()
-
-
-def recall_fresh_check(room) -> dict:
-    """The host's recall detail: the last reply's query and live window, checked again now.
-
-    A fresh check with the room's current settings (usually what happened; not a recording).
-    The real count of that reply comes with it.
-    """
-    from memory import recaller
-    from orbchat.connections.services import model_roles_get
-    from orbchat.prompting.assemble import default_count_tokens
-    from rooms import tokens
-    from rooms.models import Seat
-
-    last = recall_last(room)
-    if last is None or last.state != "done":
-        return {"state": "none" if last is None else last.state, "fresh": False}
-    detail = last.detail
-    seat = Seat.objects.filter(pk=detail.get("seat"), room=room).first() if detail.get("seat") else None
-    chat = model_roles_get(user=room.host).chat
-    count = tokens.counter_for(chat.model.split("/", 1)[-1]) if chat else default_count_tokens
-    outcome = recaller.recall_for(
-        room=room,
-        seat=seat,
-        query_texts=detail.get("messages") or [detail.get("query", "")],
-        live_start=int(detail.get("live_start", 0)),
-        budget=int(detail.get("budget", 0)),
-        count=count,
-    )
-    return outcome.detail() | {
-        "fresh": True,
-        "turn_count": last.count,
-        "speaker": last.speaker,
-        "at": last.created_at.isoformat(),
-    }
 
 
 # The Memory panel ------------------------------------------------------------------------------
@@ -126,8 +193,6 @@ FILTERS = {
 def memory_list(room, *, q: str = "", tier: int | None = None, show: str = "all"):
     """A room's memories for the panel and the API, newest stretch first: added ones, then each
     summary by tier (deepest first) and block. `q` matches words of the text or keywords."""
-    from django.db.models import Q
-
     rows = Summary.objects.filter(room=room)
     if tier is not None:
         rows = rows.filter(tier=tier)
@@ -155,10 +220,6 @@ def memory_get(room, summary_id: int) -> Summary | None:
 
 def memory_messages(room, summary: Summary, *, limit: int = 200) -> list[dict]:
     """The messages a memory covers (what the room holds of them now), oldest first."""
-    from django.db.models import F
-
-    from rooms.models import Message
-
     if summary.seq_from is None:
         return []
     rows = (
@@ -183,15 +244,13 @@ class SearchUnavailable(Exception):
 
 def memory_search(room, *, q: str, limit: int = 10, min_score: float = 0.0) -> list[tuple[Summary, float]]:
     """The room's memories nearest to `q` by meaning, best first, each with its cosine similarity."""
-    from memory import index
-
-    generation = index.reading_generation(room.host)
+    generation = reading_generation(room.host)
     if generation is None:
         return []
     try:
-        vector = index.embed_for(generation, [q])[0]
+        vector = embedding.embed_with(generation.model_key, [q])[0]
         found = index.query_index(generation, "memories", vector, where={"room": room.pk}, n=limit)
-    except index.EmbedderFailed as exc:
+    except embedding.EmbedderFailed as exc:
         raise SearchUnavailable(f"The memory index could not be searched: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - the vector store is unreachable
         raise SearchUnavailable(
@@ -205,8 +264,6 @@ def memory_search(room, *, q: str, limit: int = 10, min_score: float = 0.0) -> l
         wanted[(scope, int(tier), int(block))] = score
     if not wanted:
         return []
-    from django.db.models import Q
-
     match = Q()
     for scope, tier, block in wanted:
         match |= Q(scope=scope, tier=tier, block=block)
@@ -232,10 +289,6 @@ def memory_stats(rooms) -> dict:
 def memory_gaps(room) -> dict:
     """What the shared memory does not cover: forgotten stretches (Rebuild brings them back) and
     the messages no tier-0 summary reaches yet (Generate next memory now)."""
-    from memory import blocks
-    from memory.services import block_tuning, forgotten_blocks, tuning_get
-    from rooms.models import Message
-
     t = block_tuning(tuning_get())
     forgotten = []
     gone: set[int] = set()
@@ -263,11 +316,6 @@ def memory_gaps(room) -> dict:
 def tier_map(room, *, detail: bool):
     """The tier map of the room's shared memory and added memories; with `detail` (the host
     only), the last reply's live window and recalled memories marked."""
-    from django.db.models import Max
-
-    from memory import tiermap
-    from rooms.models import Message
-
     last = recall_last(room) if detail else None
     detail = last.detail if last is not None and last.state == "done" else {}
     recalled = {(k["scope"], k["tier"], k["block"]) for k in detail.get("kept", ())}

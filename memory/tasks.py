@@ -8,6 +8,7 @@ missed and nothing runs twice at once. Every task is safe to run again (acks_lat
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import redis
@@ -16,8 +17,14 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from memory import services
+from memory import jobs, selectors
+from memory.models import VectorIndex
+from memory.services import catch_up as passes
+from memory.services import indexing
+from memory.services.summaries import ProviderTrouble
+from orbchat.connections.embedding import EmbedderFailed
 from rooms import events
+from rooms.models import Room
 
 log = logging.getLogger(__name__)
 
@@ -101,49 +108,49 @@ def _notify_user(user_id: int, text: str) -> None:
 
 
 def _notify_host(room_id: int, text: str) -> None:
-    from rooms.models import Room
-
     room = Room.objects.filter(pk=room_id).only("host_id", "title").first()
     if room is not None:
         events.user_notice(room.host_id, f"Memory for “{room.title}”: {text}")
 
 
-@shared_task(bind=True, acks_late=True, soft_time_limit=600, time_limit=660, max_retries=None, queue="memory")
+@shared_task(
+    name=jobs.CATCH_UP,
+    bind=True,
+    acks_late=True,
+    soft_time_limit=600,
+    time_limit=660,
+    max_retries=None,
+    queue=jobs.QUEUE,
+)
 def catch_up(self, room_id: int) -> None:
     """Summarise and index whatever is due in the room."""
     backoff = settings.MEMORY_RETRY_BACKOFF
     try:
-        locked_runs(room_id, lambda beat: services.catch_up(room_id, progress=lambda *_: beat()))
-    except services.ProviderTrouble as exc:
+        locked_runs(room_id, lambda beat: passes.catch_up(room_id, progress=lambda *_: beat()))
+    except ProviderTrouble as exc:
         if exc.retriable and self.request.retries < len(backoff):
             raise self.retry(countdown=backoff[self.request.retries]) from exc
         # Out of retries (or a failure that will not pass by itself): write offline, tell the host.
         locked_runs(
             room_id,
-            lambda beat: services.catch_up(room_id, on_provider_error="fallback", progress=lambda *_: beat()),
+            lambda beat: passes.catch_up(room_id, on_provider_error="fallback", progress=lambda *_: beat()),
         )
         _notify_host(
             room_id,
             f"the Utility model failed ({exc}); summaries were written by the built-in summariser "
             "and will be upgraded by a backfill once it works.",
         )
-    except services.index.EmbedderFailed as exc:
+    except EmbedderFailed as exc:
         _notify_host(room_id, f"your library couldn't be indexed ({exc}). It will be retried.")
         raise self.retry(countdown=60, max_retries=3) from exc
     except SoftTimeLimitExceeded:
         log.warning("memory catch-up of room %s hit its time limit; the next run continues", room_id)
 
 
-@shared_task(acks_late=True, queue="memory")
+@shared_task(name=jobs.FORGET_VECTORS, acks_late=True, queue=jobs.QUEUE)
 def forget_vectors(host_id: int, memory_ids: list[str], scene_ids: list[str]) -> None:
     """Delete vectors of summaries and scenes that no longer exist."""
-    from orbchat.accounts.models import User
-
-    user = User.objects.filter(pk=host_id).first()
-    if user is not None:
-        generations = services.index.live_generations(user)
-        services.index.delete_memories(generations, memory_ids)
-        services.index.delete_scenes(generations, scene_ids)
+    indexing.vectors_forget(host_id=host_id, memory_ids=memory_ids, scene_ids=scene_ids)
 
 
 class _UserPusher:
@@ -156,8 +163,6 @@ class _UserPusher:
         self.last = 0.0
 
     def __call__(self, done: int, total: int) -> None:
-        import time
-
         now = time.monotonic()
         if self.host_id is None or (now - self.last < 0.3 and done < total):
             return
@@ -170,12 +175,16 @@ class _UserPusher:
 
 
 @shared_task(
-    bind=True, acks_late=True, soft_time_limit=3600, time_limit=3660, max_retries=None, queue="memory"
+    name=jobs.BACKFILL,
+    bind=True,
+    acks_late=True,
+    soft_time_limit=3600,
+    time_limit=3660,
+    max_retries=None,
+    queue=jobs.QUEUE,
 )
 def backfill(self, room_id: int) -> None:
     """Build a room's whole memory with progress; cancellable; resumable by running again."""
-    from rooms.models import Room
-
     client = _redis()
     push = _UserPusher(
         Room.objects.filter(pk=room_id).values_list("host_id", flat=True).first(), "backfill", room_id
@@ -186,17 +195,17 @@ def backfill(self, room_id: int) -> None:
             beat()
             push(done, total)
 
-        services.backfill(
+        passes.backfill(
             room_id, progress=progress, cancelled=lambda: bool(client.exists(cancel_key(room_id)))
         )
 
     try:
         if not locked_runs(room_id, work):
-            services.backfill_queue(room_id=room_id)
+            passes.backfill_queue(room_id=room_id)
             raise self.retry(countdown=2)  # a catch-up holds the room; the backfill follows it
-    except services.ProviderTrouble as exc:
+    except ProviderTrouble as exc:
         if exc.retriable and self.request.retries < len(settings.MEMORY_RETRY_BACKOFF):
-            services.backfill_queue(room_id=room_id)
+            passes.backfill_queue(room_id=room_id)
             raise self.retry(countdown=settings.MEMORY_RETRY_BACKOFF[self.request.retries]) from exc
         _notify_host(
             room_id, f"the backfill stopped: the Utility model failed ({exc}). Press it again later."
@@ -212,13 +221,11 @@ def backfill_start(room_id: int) -> None:
     is let go now rather than when it expires (MEMORY_LOCK_TTL). Should that worker only have
     been slow, its next heartbeat finds the room taken and it leaves the work to this run.
     """
-    from memory import selectors
-
     client = _redis()
     client.delete(cancel_key(room_id))
     if selectors.backfill_progress(room_id)["phase"] == selectors.INTERRUPTED:
         client.delete(lock_key(room_id))
-    services.backfill_queue(room_id=room_id)
+    passes.backfill_queue(room_id=room_id)
     backfill.delay(room_id)
 
 
@@ -226,18 +233,23 @@ def backfill_cancel(room_id: int) -> None:
     _redis().set(cancel_key(room_id), "1", ex=3600)
 
 
-@shared_task(bind=True, acks_late=True, soft_time_limit=6 * 3600, time_limit=6 * 3600 + 60, queue="memory")
+@shared_task(
+    name=jobs.REINDEX,
+    bind=True,
+    acks_late=True,
+    soft_time_limit=6 * 3600,
+    time_limit=6 * 3600 + 60,
+    queue=jobs.QUEUE,
+)
 def reindex(self, generation_id: int) -> None:
     """Index a host's whole library with a new embedding model; recall switches when it is done."""
-    from memory.models import VectorIndex
-
     generation = VectorIndex.objects.filter(pk=generation_id).first()
     if generation is None:
         return
     push = _UserPusher(generation.user_id, "reindex")
     try:
-        services.reindex(generation_id, progress=push)
-    except services.index.EmbedderFailed as exc:
+        indexing.reindex(generation_id, progress=push)
+    except EmbedderFailed as exc:
         _notify_user(
             generation.user_id, f"Re-indexing with the new embedding model failed ({exc}); retrying."
         )

@@ -9,10 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from memory import recall, recaller
-from memory.services import memory_on, tuning_get
+from memory.recall import ranking as recall
+from memory.recall import recaller
+from memory.selectors import memory_on, recall_last, tuning_get
+from memory.services import recall_log
+from orbchat.connections.selectors import model_roles_get
 from orbchat.library.models import default_memory_template
 from orbchat.prompting import assemble
+from orbchat.prompting.assemble import default_count_tokens
+from rooms import tokens
 from rooms.models import Room, Seat
 from rooms.prompting import TurnContext, chat_connection, prompt_input_for
 
@@ -91,6 +96,35 @@ def recall_dry_run(*, room: Room, seat: Seat | None, text: str) -> recaller.Outc
     return outcome
 
 
+def recall_fresh_check(room) -> dict:
+    """The host's recall detail: the last reply's query and live window, checked again now.
+
+    A fresh check with the room's current settings (usually what happened; not a recording).
+    The real count of that reply comes with it.
+    """
+    last = recall_last(room)
+    if last is None or last.state != "done":
+        return {"state": "none" if last is None else last.state, "fresh": False}
+    detail = last.detail
+    seat = Seat.objects.filter(pk=detail.get("seat"), room=room).first() if detail.get("seat") else None
+    chat = model_roles_get(user=room.host).chat
+    count = tokens.counter_for(chat.model.split("/", 1)[-1]) if chat else default_count_tokens
+    outcome = recaller.recall_for(
+        room=room,
+        seat=seat,
+        query_texts=detail.get("messages") or [detail.get("query", "")],
+        live_start=int(detail.get("live_start", 0)),
+        budget=int(detail.get("budget", 0)),
+        count=count,
+    )
+    return outcome.detail() | {
+        "fresh": True,
+        "turn_count": last.count,
+        "speaker": last.speaker,
+        "at": last.created_at.isoformat(),
+    }
+
+
 class TurnMemory:
     """What `rooms.memory_port` asks of memory."""
 
@@ -98,4 +132,4 @@ class TurnMemory:
         return with_memory(**kwargs)
 
     def log(self, *, room_id: int, variant_id: int, speaker: str, outcome: recaller.Outcome) -> None:
-        recaller.log_save(room_id=room_id, variant_id=variant_id, speaker=speaker, outcome=outcome)
+        recall_log.log_save(room_id=room_id, variant_id=variant_id, speaker=speaker, outcome=outcome)

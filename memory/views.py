@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from memory import selectors, services, tasks
+from memory import selectors, tasks, turn_memory
 from memory.forms import (
     MemoryAddForm,
     MemoryTextForm,
@@ -18,6 +18,7 @@ from memory.forms import (
     RememberForm,
 )
 from memory.services import person
+from memory.services import tuning as tuning_services
 from rooms import permissions
 
 
@@ -25,9 +26,9 @@ def tuning(request: HttpRequest) -> HttpResponse:
     """Memory tuning: the owner and admins shape how memory is written and recalled."""
     if not request.user.can_manage_users:
         raise PermissionDenied("Only the owner and admins change memory tuning.")
-    form = MemoryTuningForm(request.POST or None, instance=services.tuning_get())
+    form = MemoryTuningForm(request.POST or None, instance=selectors.tuning_get())
     if request.method == "POST" and form.is_valid():
-        services.tuning_update(form=form)
+        tuning_services.tuning_update(form=form)
         messages.success(request, "Memory tuning saved. It applies to new work.")
         return redirect("memory:tuning")
     return render(request, "memory/tuning.html", {"form": form, "nav": "settings"})
@@ -39,7 +40,7 @@ def remember(request: HttpRequest) -> HttpResponse:
     form = RememberForm(request.POST)
     form.is_valid()
     on = form.cleaned_data.get("remember_long_chats", False)
-    services.remember_set(user=request.user, on=on)
+    tuning_services.remember_set(user=request.user, on=on)
     messages.success(
         request, "Memory is on for the chats you host." if on else "Memory is off for your chats."
     )
@@ -78,7 +79,7 @@ def backfill_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 def recall_detail(request: HttpRequest, pk: int) -> JsonResponse:
     """The host's recall detail for the last reply: a fresh check with the room's current settings."""
     room = permissions.room_for_host(request.user, pk)
-    return JsonResponse(selectors.recall_fresh_check(room))
+    return JsonResponse(turn_memory.recall_fresh_check(room))
 
 
 # The Memory panel ------------------------------------------------------------------------------
@@ -122,7 +123,7 @@ def panel(request: HttpRequest, pk: int) -> HttpResponse:
         "status": selectors.room_memory_status(room),
         "gaps": selectors.memory_gaps(room),
         "add_form": MemoryAddForm() if host else None,
-        "memory_on": services.memory_on(room),
+        "memory_on": selectors.memory_on(room),
         "nav": "home",
     }
     return render(request, "memory/panel.html", context)

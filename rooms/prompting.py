@@ -13,7 +13,7 @@ from django.db.models import F, Q
 
 from orbchat.connections import gateway
 from orbchat.connections.models import Connection, ModelRoles
-from orbchat.connections.services import model_roles_get
+from orbchat.connections.selectors import model_roles_get
 from orbchat.library.models import Persona, Preset, WorldBook, default_memory_template
 from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
 from orbchat.library.worldtest import book_for_activation

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from memory.services import memory_on, tuning_get
+from memory.selectors import memory_on, tuning_get
 from orbchat.interop import chats as chat_codec
 from orbchat.interop.errors import InteropError
 from orbchat.library import selectors as library_selectors
@@ -29,7 +29,7 @@ from rooms.prompting import NoChatModel, TurnContext, plan_turn
 
 
 def chat_list(request: HttpRequest) -> HttpResponse:
-    from orbchat.connections.services import model_roles_get
+    from orbchat.connections.selectors import model_roles_get
 
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
     context = {

@@ -14,25 +14,15 @@ import logging
 from django.db import transaction
 from django.db.models import Max, Q
 
-from memory import blocks, index
+from memory import blocks, index, jobs
 from memory.drafts import read
 from memory.extractive import proper_names
 from memory.models import MAX_MEMORY_TEXT, SHARED, RoomMemory, Summary
-from memory.services import (
-    ProviderTrouble,
-    _forget_vectors_later,
-    _seqs,
-    _unforget,
-    _upsert_memories_into,
-    block_tuning,
-    enqueue_catch_up,
-    forgotten_blocks,
-    keywords_index,
-    memory_on,
-    tuning_get,
-    write_summary,
-)
-from orbchat.connections.services import model_roles_get
+from memory.selectors import block_tuning, forgotten_blocks, memory_on, message_seqs, tuning_get
+from memory.services.indexing import generations_ensure, upsert_memories_into
+from memory.services.summaries import ProviderTrouble, keywords_index, unforget, write_summary
+from orbchat.connections import embedding
+from orbchat.connections.selectors import model_roles_get
 from rooms.models import Message, Room
 
 log = logging.getLogger(__name__)
@@ -98,15 +88,15 @@ def _mark_rollups_stale(summary: Summary) -> None:
         Summary.objects.filter(above, room_id=summary.room_id, scope=summary.scope).exclude(
             source=Summary.Source.PERSON
         ).update(stale=True)
-        enqueue_catch_up(summary.room_id)
+        jobs.enqueue_catch_up(summary.room_id)
 
 
 def reembed(summary: Summary) -> str:
     """Index a summary's current text in every live generation now; return a notice if that failed."""
     try:
-        for position, generation in enumerate(index.live_generations(summary.room.host)):
-            _upsert_memories_into(generation, [summary], required=position == 0)
-    except index.EmbedderFailed as exc:
+        for position, generation in enumerate(generations_ensure(summary.room.host)):
+            upsert_memories_into(generation, [summary], required=position == 0)
+    except embedding.EmbedderFailed as exc:
         return REEMBED_FAILED.format(reason=exc.args[0] if exc.args else "the embedder failed")
     except Exception as exc:  # noqa: BLE001 - the vector store is down: the next run indexes it
         log.exception("re-embedding summary %s failed", summary.pk)
@@ -164,7 +154,7 @@ def memory_forget(*, room: Room, summary_id: int) -> Summary:
             _mark_rollups_stale(summary)
         vector_id = index.memory_id(summary)
         summary.delete()
-        transaction.on_commit(lambda: _forget_vectors_later(room.host_id, [vector_id], []))
+        jobs.enqueue_forget_vectors(room.host_id, [vector_id], [])
     return summary
 
 
@@ -218,7 +208,7 @@ def memory_generate_next(*, room: Room) -> Summary | None:
     if not memory_on(room, tuning):
         raise MemoryRefused("Memory is off for this chat: turn on “Remember earlier in long chats” first.")
     t = block_tuning(tuning)
-    existing, visible = _seqs(room)
+    existing, visible = message_seqs(room)
     stretch = blocks.next_partial(
         existing_seqs=existing,
         visible_seqs=visible,
@@ -243,7 +233,7 @@ def memory_generate_next(*, room: Room) -> Summary | None:
         raise MemoryRefused(f"The Utility model failed: {exc}. Nothing was written; try again.") from exc
     if summary is not None:
         reembed(summary)
-        enqueue_catch_up(room.pk)  # roll-ups that can now be written
+        jobs.enqueue_catch_up(room.pk)  # roll-ups that can now be written
     return summary
 
 
@@ -251,7 +241,7 @@ def covered_blocks(room: Room, existing: list[int], visible: list[int], t: block
     """Tier-0 blocks of the shared set whose every visible message (below the newest) has a
     memory, or that a person forgot. A memory cut short before its block filled covers only
     what it reached: the rest of that block is still to summarise. `existing` and `visible`
-    are message numbers, ascending (`_seqs`)."""
+    are message numbers, ascending (`selectors.message_seqs`)."""
     newest = existing[-1] if existing else -1
     last_visible: dict[int, int] = {}
     for seq in visible:
@@ -279,7 +269,7 @@ def memory_rebuild(*, room: Room, seq_from: int, seq_to: int | None = None) -> i
         return start <= last and end > seq_from
 
     with transaction.atomic():
-        back = _unforget(room.pk, inside)
+        back = unforget(room.pk, inside)
         overlapping = Q(seq_to__gte=seq_from) & Q(seq_from__lte=last)
         marked = (
             Summary.objects.filter(overlapping, room=room)
@@ -287,5 +277,5 @@ def memory_rebuild(*, room: Room, seq_from: int, seq_to: int | None = None) -> i
             .exclude(source=Summary.Source.PERSON)
             .update(stale=True)
         )
-        enqueue_catch_up(room.pk)
+        jobs.enqueue_catch_up(room.pk)
     return back + marked

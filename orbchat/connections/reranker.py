@@ -137,3 +137,22 @@ def scores_for(roles: ModelRoles, query: str, documents: list[str]) -> list[floa
             raise RerankFailed("Remote rerank is chosen but no connection is set.")
         return remote_scores(gateway.target_for(roles.rerank), query, documents)
     return builtin_scores(query, documents)
+
+
+def recall_scores(
+    roles: ModelRoles,
+    query: str,
+    documents: list[str],
+    *,
+    newest: str = "",
+    cosines: list[float] | None = None,
+) -> list[float]:
+    """Score recall's shortlist with the user's Rerank role.
+
+    `cosines` are the shortlist's similarities when the search used the built-in embedder: the
+    built-in reranker is the same model, so it reuses them (the query's vector already leans on
+    the message just sent) and blends in the exact words of `newest`, the message just sent.
+    """
+    if roles.rerank_kind == ModelRoles.Rerank.BUILTIN and cosines is not None:
+        return blend(cosines, lexical_scores(newest or query, documents))
+    return scores_for(roles, query, documents)

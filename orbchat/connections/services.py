@@ -54,7 +54,7 @@ def connection_create(
         extra_params=extra_params or {},
         context_size=context_size,
     )
-    roles = model_roles_get(user=owner)
+    roles = _model_roles_locked(owner)
     if roles.chat_id is None:  # the first connection becomes the Chat model
         roles.chat = connection
         roles.save(update_fields=["chat"])
@@ -97,8 +97,9 @@ def connection_delete(*, connection: Connection) -> None:
     connection.delete()
 
 
-def model_roles_get(*, user: User) -> ModelRoles:
-    roles, _ = ModelRoles.objects.get_or_create(user=user)
+def _model_roles_locked(user: User) -> ModelRoles:
+    """The user's model roles row, made on first write and locked for this transaction."""
+    roles, _ = ModelRoles.objects.select_for_update().get_or_create(user=user)
     return roles
 
 
@@ -127,7 +128,7 @@ def model_roles_update(
             reranker.local_folder(rerank_local_path.strip())
         except reranker.RerankFailed as exc:
             raise ValidationError(str(exc)) from exc
-    roles = model_roles_get(user=user)
+    roles = _model_roles_locked(user)
     embedding_changed = roles.embedding_id != (embedding.pk if embedding else None)
     roles.chat, roles.utility, roles.embedding = chat, utility, embedding
     roles.rerank_kind, roles.rerank, roles.rerank_local_path = rerank_kind, rerank, rerank_local_path.strip()

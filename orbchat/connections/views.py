@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from orbchat.connections import gateway, providers, reranker, services
+from orbchat.connections import gateway, providers, reranker, selectors, services
 from orbchat.connections.forms import ConnectionForm, RolesForm
 from orbchat.connections.models import Connection, ModelRoles
 
@@ -28,7 +28,7 @@ def _owned(request: HttpRequest, pk: int) -> Connection:
 
 
 def connection_list(request: HttpRequest) -> HttpResponse:
-    roles = services.model_roles_get(user=request.user)
+    roles = selectors.model_roles_get(user=request.user)
     initial = {
         "chat": roles.chat,
         "utility": roles.utility,
@@ -62,7 +62,7 @@ def connection_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def rerank_test(request: HttpRequest) -> HttpResponse:
     """Run the user's Rerank role (built-in by default) on a tiny sample and show the order."""
-    roles = services.model_roles_get(user=request.user)
+    roles = selectors.model_roles_get(user=request.user)
     documents = ["A bird sings on the harbour wall.", "The red dragon sleeps under the lighthouse."]
     try:
         scores = reranker.scores_for(roles, "Where does the dragon sleep?", documents)
@@ -131,7 +131,7 @@ def connection_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _purpose(connection: Connection) -> str:
     """Return which role the connection plays for its owner, so the test fits it."""
-    roles = services.model_roles_get(user=connection.owner)
+    roles = selectors.model_roles_get(user=connection.owner)
     if roles.rerank_kind == ModelRoles.Rerank.REMOTE and roles.rerank_id == connection.pk:
         return "rerank"
     if roles.embedding_id == connection.pk:

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
-from memory import services as memory_services
+from memory.services import catch_up as passes
 from rooms import services as room_services
 from rooms.models import Message, Room
 from tests.browser.test_rooms import contexts, sign_in  # noqa: F401 - fixtures
@@ -38,7 +38,7 @@ def rooms_for_reader():
         story_room(other, 48)
         story_room(foreign, 48, plant={21: LIE})
         for room in (told, other, foreign):
-            memory_services.catch_up(room.pk)
+            passes.catch_up(room.pk)
         join(foreign, reader)
         return told.pk, other.pk, foreign.pk
     finally:

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
-from memory import services as memory_services
+from memory.services import catch_up as passes
 from orbchat.connections import services as connection_services
 from rooms import members
 from rooms import services as room_services
@@ -38,7 +38,7 @@ def shared_room_with_memory(fake_llm):
         )
         room = room_services.room_create_from_character(host=owner, character=owner.characters.get())
         story_room(room, 450, plant={seq: varied(seq) for seq in range(450)} | {PLANT_AT: PLANTED})
-        memory_services.catch_up(room.pk)
+        passes.catch_up(room.pk)
         invite, token = members.invite_link_create(room=room, by=owner)
         members.invite_accept(
             invite=Invite.objects.get(token_hash=members.token_hash(token)), user=member_user

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
-from memory import services as memory_services
+from memory.services import catch_up as passes
 from orbchat.connections import services as connection_services
 from rooms import services as room_services
 from tests.browser.test_rooms import contexts, send, sign_in, socket_open  # noqa: F401 - fixtures
@@ -38,7 +38,7 @@ def room_with_memory(fake_llm):
         )
         room = room_services.room_create_from_character(host=owner, character=owner.characters.get())
         story_room(room, 600, plant={seq: varied(seq) for seq in range(600)})
-        memory_services.catch_up(room.pk)
+        passes.catch_up(room.pk)
         return room
     finally:
         connection.close()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from orbchat.connections import services
+from orbchat.connections import selectors, services
 from orbchat.connections.models import Connection
 from tests.factories import make_owner, make_user
 from tests.fakes.llm import Reply
@@ -70,7 +70,7 @@ def test_test_connection_explains_an_unreachable_server(signed_in, owner):
 def test_the_first_connection_becomes_the_chat_model_and_the_site_says_when_none(signed_in, owner, fake_llm):
     assert "No Chat model is connected yet" in signed_in.get(reverse("connections:list")).content.decode()
     connection = local_connection(owner, fake_llm)
-    assert services.model_roles_get(user=owner).chat == connection
+    assert selectors.model_roles_get(user=owner).chat == connection
     assert "No Chat model is connected yet" not in signed_in.get(reverse("connections:list")).content.decode()
 
 

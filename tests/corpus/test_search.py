@@ -7,8 +7,9 @@ import datetime as dt
 import pytest
 
 from corpus import ranking, search
-from memory import index, services, tasks
+from memory import index, selectors, tasks
 from memory.models import Summary
+from memory.services import catch_up as passes
 from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
 from orbchat.library import services as library_services
@@ -54,7 +55,7 @@ def story(room, total: int = 72, *, start: dt.datetime | None = None, plant: dic
     """Fill the room with varied messages (and planted ones), then build its memory and scenes."""
     texts = {seq: varied(seq) for seq in range(total)} | (plant or {})
     story_room(room, total, plant=texts, start=start)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     return room
 
 
@@ -177,13 +178,13 @@ def test_a_room_the_user_is_only_a_member_of_is_never_returned(host, room):
 
 
 def test_a_handed_over_room_moves_to_the_new_hosts_index(host, room):
-    old_generation = index.reading_generation(host)
-    ids = services.room_vector_ids(room.pk)
+    old_generation = selectors.reading_generation(host)
+    ids = selectors.room_vector_ids(room.pk)
     assert index.index_records(old_generation, "scenes", ids[1])
     other = hand_over(room, host, "other")
     assert not search.search(other, target="scenes", q="the wreck of the Saint Quillon").hits
     # What the worker does after the hand-over: index for the new host, forget the old copies.
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     tasks.forget_vectors(host.pk, *ids)
     found = search.search(other, target="scenes", q="the wreck of the Saint Quillon")
     assert found.hits and covers(found.hits[0], QUILLON_AT) and found.hits[0].room_id == room.pk
@@ -197,7 +198,7 @@ def test_no_index_yet_says_so(db):
     results = search.search(newcomer, target="scenes", q="anything")
     assert results.hits == [] and results.notice == search.NOT_INDEXED
     story(new_room(newcomer, "Esk"), 6)  # too short to age anything out: an index, but empty
-    assert index.reading_generation(newcomer) is not None
+    assert selectors.reading_generation(newcomer) is not None
     assert search.search(newcomer, target="scenes", q="anything").notice == search.NOT_INDEXED
 
 
@@ -295,7 +296,7 @@ def test_pages_follow_one_ranking(host, room):
 def test_new_scenes_are_found_without_a_restart(host, room):
     assert not search.search(host, target="scenes", q="astrolabe").close
     story_room(room, 96, plant={80: "The astrolabe was wrapped in oilcloth under the altar."})
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     results = search.search(host, target="scenes", q="astrolabe")
     assert covers(results.hits[0], 80) and results.close
 
@@ -303,7 +304,7 @@ def test_new_scenes_are_found_without_a_restart(host, room):
 def test_an_edited_message_is_found_by_its_new_words_only(host, room):
     assert covers(search.search(host, target="scenes", q="Saint Quillon").hits[0], QUILLON_AT)
     room_services.message_edit(message=room.messages.get(seq=QUILLON_AT), text="The wreck was the Marigold.")
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     found = search.search(host, target="scenes", q="Marigold")
     assert covers(found.hits[0], QUILLON_AT) and "Marigold" in found.hits[0].text
     assert not any("Quillon" in hit.text for hit in search.search(host, target="scenes", q="Quillon").hits)
@@ -324,7 +325,7 @@ def test_a_broken_embedder_gives_a_notice_and_the_matches_by_words(host, fake_ll
         user=host, chat=None, utility=None, embedding=remote, rerank_kind="builtin"
     )
     story(new_room(host, "Maren"), plant={QUILLON_AT: QUILLON})
-    assert index.reading_generation(host).model_key.endswith("fake-embed")
+    assert selectors.reading_generation(host).model_key.endswith("fake-embed")
     fake_llm.embeddings_status = 500
     results = search.search(host, target="scenes", q="the Saint Quillon")
     assert results.notice.startswith("Matched by words only")

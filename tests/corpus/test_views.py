@@ -7,8 +7,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from memory import services as memory_services
 from memory.models import Scene
+from memory.services import catch_up as passes
 from memory.services import person
 from rooms import services as room_services
 from rooms.models import Message
@@ -26,7 +26,7 @@ def people(host, room):
 @pytest.fixture
 def built(room):
     story_room(room, 40)
-    memory_services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     return room
 
 

@@ -87,9 +87,10 @@ def rerank_from_nowhere(host, path: str = "nonexistent/cross-encoder") -> None:
 
     Inside LOCAL_MODELS_DIR, the only place a local model may be loaded from.
     """
+    from orbchat.connections import selectors as connection_selectors
     from orbchat.connections import services as connection_services
 
-    roles = connection_services.model_roles_get(user=host)
+    roles = connection_selectors.model_roles_get(user=host)
     connection_services.model_roles_update(
         user=host, chat=roles.chat, utility=None, embedding=None, rerank_kind="local", rerank_local_path=path
     )

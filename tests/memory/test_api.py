@@ -16,8 +16,8 @@ from django.core.wsgi import get_wsgi_application
 from django.test import Client
 from hypothesis import HealthCheck, settings
 
-from memory import services
 from memory.models import Summary
+from memory.services import catch_up as passes
 from memory.services import person
 from orbchat.accounts import services as account_services
 from orbchat.api import NOT_FOUND, api
@@ -68,7 +68,7 @@ def people(host, room):
 def story(room):
     """40 messages summarised (four tier-0 summaries, one roll-up) and indexed, and two added memories."""
     story_room(room, 40)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     person.memory_add(room=room, text=ASTROLABE, seq_from=3, seq_to=5)
     person.memory_add(room=room, text=LEMONS, pinned=True)
     return room

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
-from memory import index, tasks
+from memory import index, selectors, tasks
 from memory.models import RoomMemory, Summary
 from memory.selectors import backfill_phase
 from tests import services as test_services
@@ -84,7 +84,7 @@ def test_a_killed_backfill_shows_interrupted_within_10_s_and_continue_finishes_i
     assert "Backfill done." in status_text(page, room)
     tiers = sorted(Summary.objects.filter(room=room).values_list("tier", "block"))
     assert len(tiers) == len(set(tiers)) == 31
-    assert index._collection(index.reading_generation(host), "memories").count() == 31
+    assert index._collection(selectors.reading_generation(host), "memories").count() == 31
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,9 +15,10 @@ from django.shortcuts import resolve_url
 from django.test import Client
 from django.urls import reverse
 
-from memory import recaller, services
 from memory.models import SHARED, Summary
-from memory.services import person
+from memory.recall import recaller
+from memory.services import catch_up as passes
+from memory.services import person, recall_log
 from orbchat.prompting.assemble import default_count_tokens
 from rooms import services as room_services
 from rooms.models import Room
@@ -35,7 +36,7 @@ POSTS = ("memory:edit", "memory:pin", "memory:add", "memory:generate", "memory:r
 
 def built(room, total: int, **kwargs):
     story_room(room, total, **kwargs)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     return room
 
 
@@ -292,7 +293,7 @@ def test_pressing_rebuild_under_not_covered_brings_the_memory_back(host, room):
     client.post(url("memory:forget", room, at(room, 0, 0)))
     response = client.post(url("memory:rebuild", room), {"seq_from": "0", "seq_to": "7"}, follow=True)
     assert "Rebuilding 1 memory in the background" in " ".join(flashes(response))
-    services.catch_up(room.pk)  # what the worker does next
+    passes.catch_up(room.pk)  # what the worker does next
     html = page(client, url("memory:panel", room))
     assert "Tier 0 · block 0 · messages 0–7" in html and ": forgotten." not in html
 
@@ -341,7 +342,7 @@ def last_reply_recalled(room) -> recaller.Outcome:
         budget=100_000,
         count=default_count_tokens,
     )
-    recaller.log_save(room_id=room.pk, variant_id=None, speaker="Maren Tallis", outcome=outcome)
+    recall_log.log_save(room_id=room.pk, variant_id=None, speaker="Maren Tallis", outcome=outcome)
     return outcome
 
 

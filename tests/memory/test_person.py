@@ -6,9 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memory import index, recall, recaller, selectors, services
+from memory import index, selectors
 from memory.models import SHARED, Summary
+from memory.recall import ranking as recall
+from memory.recall import recaller
+from memory.services import catch_up as passes
 from memory.services import person
+from memory.services import tuning as tuning_services
+from orbchat.connections import embedding
 from orbchat.prompting.assemble import default_count_tokens
 from rooms import services as room_services
 from rooms.models import Room
@@ -26,7 +31,7 @@ CORRECTION = (
 def built(room, total: int, **kwargs):
     """A room of `total` messages whose memory is written and indexed (the built-in summariser)."""
     story_room(room, total, **kwargs)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     return room
 
 
@@ -39,7 +44,7 @@ def exists(room, tier: int, block: int) -> bool:
 
 
 def tune(**fields) -> None:
-    tuning = services.tuning_get()
+    tuning = selectors.tuning_get()
     for name, value in fields.items():
         setattr(tuning, name, value)
     tuning.save()
@@ -69,10 +74,10 @@ def test_an_edited_memory_is_found_by_its_new_text_at_once(room):
     built(room, 40)
     person.memory_edit(room=room, summary_id=at(room, 0, 1).pk, text=CORRECTION)
     summary = at(room, 0, 1)
-    generation = index.reading_generation(room.host)
+    generation = selectors.reading_generation(room.host)
     stored = index.memory_vectors(generation, [index.memory_id(summary)])[index.memory_id(summary)]
     assert summary.indexed_hash == index.text_hash(CORRECTION)
-    assert np.allclose(stored, index.embed_for(generation, [CORRECTION])[0], atol=1e-4)
+    assert np.allclose(stored, embedding.embed_with(generation.model_key, [CORRECTION])[0], atol=1e-4)
     found = selectors.memory_search(room, q="Where did Maren hide the silver astrolabe?", limit=3)
     assert found[0][0] == summary
 
@@ -85,7 +90,7 @@ def test_the_roll_up_over_an_edited_memory_is_rewritten_with_it_but_the_edit_nev
     room_services.message_edit(message=room.messages.get(seq=10), text="The ferry sank off the seal rocks.")
     assert not at(room, 0, 1).stale  # a change to its messages does not touch a person's memory
     roll_up_before = at(room, 1, 0).text
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     edited, roll_up = at(room, 0, 1), at(room, 1, 0)
     assert edited.text == CORRECTION and edited.source == Summary.Source.PERSON
     assert not roll_up.stale
@@ -126,8 +131,8 @@ def test_a_forgotten_memory_stays_forgotten_and_its_stretch_is_reported_uncovere
     built(room, 40)
     person.memory_forget(room=room, summary_id=at(room, 0, 1).pk)
     assert not exists(room, 0, 1)
-    assert services.forgotten_blocks(room) == [(SHARED, 0, 1)]
-    services.catch_up(room.pk)
+    assert selectors.forgotten_blocks(room) == [(SHARED, 0, 1)]
+    passes.catch_up(room.pk)
     assert not exists(room, 0, 1)
     assert exists(room, 0, 0) and exists(room, 0, 2) and exists(room, 0, 3)
     assert selectors.memory_gaps(room)["forgotten"] == [{"tier": 0, "block": 1, "seq_from": 8, "seq_to": 15}]
@@ -139,7 +144,7 @@ def test_the_roll_up_over_a_forgotten_memory_is_rewritten_without_it(room):
     assert "Corwin" in at(room, 1, 0).text
     person.memory_forget(room=room, summary_id=at(room, 0, 1).pk)
     assert at(room, 1, 0).stale
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     roll_up = at(room, 1, 0)
     assert not roll_up.stale and "Corwin" not in roll_up.text
     assert (roll_up.seq_from, roll_up.seq_to) == (0, 31)
@@ -149,7 +154,7 @@ def test_rebuild_brings_a_forgotten_memory_back(room):
     built(room, 40)
     person.memory_forget(room=room, summary_id=at(room, 0, 1).pk)
     assert person.memory_rebuild(room=room, seq_from=8, seq_to=15) == 2  # it, and the roll-up over it
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     back = at(room, 0, 1)
     assert (back.seq_from, back.seq_to) == (8, 15) and back.source == Summary.Source.EXTRACTIVE
     assert selectors.memory_gaps(room)["forgotten"] == []
@@ -160,7 +165,7 @@ def test_forgetting_an_added_memory_leaves_nothing_uncovered(room):
     added, _ = person.memory_add(room=room, text="Maren fears the fog bell.")
     person.memory_forget(room=room, summary_id=added.pk)
     assert not Summary.objects.filter(pk=added.pk).exists()
-    assert services.forgotten_blocks(room) == []
+    assert selectors.forgotten_blocks(room) == []
 
 
 # Add --------------------------------------------------------------------------------------------
@@ -218,7 +223,7 @@ def test_a_rewind_keeps_added_memories_tied_to_what_remains(room):
     assert (late.seq_from, late.seq_to) == (None, None)  # all its messages went: about the story now
     assert whole.text == "Maren fears the fog bell."
     assert not Summary.objects.filter(room=room, tier__lt=Summary.ADDED, seq_to__gte=12).exists()
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert Summary.objects.filter(room=room, tier=Summary.ADDED).count() == 3
 
 
@@ -239,7 +244,7 @@ def test_a_memory_can_be_pinned_and_unpinned(room):
 
 def test_generate_next_writes_the_next_stretch_on_each_press_then_stops(room):
     story_room(room, 13)  # nothing is due yet: the newest eight are never summarised on their own
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert not Summary.objects.filter(room=room).exists()
     first = person.memory_generate_next(room=room)
     assert (first.tier, first.block, first.seq_from, first.seq_to, first.stale) == (0, 0, 0, 7, False)
@@ -254,7 +259,7 @@ def test_a_memory_cut_short_is_rewritten_whole_once_its_block_completes(room):
     first = person.memory_generate_next(room=room)
     person.memory_generate_next(room=room)
     story_room(room, 24)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     whole = at(room, 0, 1)
     assert (whole.seq_from, whole.seq_to, whole.stale) == (8, 15, False)
     assert at(room, 0, 0).updated_at == first.updated_at  # the complete one is left as it was
@@ -265,14 +270,14 @@ def test_pressing_generate_again_after_the_chat_grew_covers_what_the_cut_short_m
     person.memory_generate_next(room=room)  # messages 0–7
     person.memory_generate_next(room=room)  # messages 8–11, cut short at the newest
     story_room(room, 20)  # 12–19 arrive; block 1 (8–15) is not due for the worker yet
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     person.memory_generate_next(room=room)
     assert Summary.objects.filter(room=room, tier=0, seq_from__lte=12, seq_to__gte=12).exists()
 
 
 def test_generate_next_is_refused_when_memory_is_off(room, host):
     story_room(room, 13)
-    services.remember_set(user=host, on=False)
+    tuning_services.remember_set(user=host, on=False)
     room = Room.objects.get(pk=room.pk)  # as a request would load it, with the host's new choice
     with pytest.raises(person.MemoryRefused, match="Memory is off"):
         person.memory_generate_next(room=room)
@@ -286,11 +291,11 @@ def test_rebuild_marks_the_models_memories_in_the_stretch_stale_and_keeps_yours(
     built(room, 40)
     person.memory_edit(room=room, summary_id=at(room, 0, 2).pk, text=CORRECTION)
     person.memory_add(room=room, text="Harrow lied.", seq_from=8, seq_to=20)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     count = person.memory_rebuild(room=room, seq_from=8, seq_to=23)
     stale = set(Summary.objects.filter(room=room, stale=True).values_list("tier", "block"))
     assert stale == {(0, 1), (1, 0)} and count == 2
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert not Summary.objects.filter(room=room, stale=True).exists()
     assert at(room, 0, 2).text == CORRECTION
     assert Summary.objects.get(room=room, tier=Summary.ADDED).text == "Harrow lied."

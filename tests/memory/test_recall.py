@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from memory import blocks, recall
+from memory import blocks
+from memory.recall import ranking as recall
 
 T = blocks.Tuning()
 B = T.block_size

@@ -11,9 +11,11 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from memory import services
 from memory.models import RecallLog
+from memory.services import catch_up as passes
+from memory.services import tuning as tuning_services
 from orbchat.asgi import application
+from orbchat.connections import selectors as connection_selectors
 from orbchat.connections import services as connection_services
 from rooms import members
 from rooms.models import Invite
@@ -75,7 +77,7 @@ def long_shared_room(room, host, fake_llm):
         context_size=4000,
     )
     story_room(room, 450, plant={seq: varied(seq) for seq in range(450)} | {PLANT_AT: PLANTED})
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     member = make_user(actor=host, username="member")
     invite, token = members.invite_link_create(room=room, by=host)
     members.invite_accept(invite=Invite.objects.get(token_hash=members.token_hash(token)), user=member)
@@ -121,7 +123,7 @@ async def test_everyone_sees_recalling_then_the_count_and_only_the_host_gets_the
 
 async def test_memory_off_says_off_and_recalls_nothing(room, host, fake_llm):
     await long_shared_room(room, host, fake_llm)
-    await sync_to_async(services.remember_set)(user=host, on=False)
+    await sync_to_async(tuning_services.remember_set)(user=host, on=False)
     fake_llm.script(Reply("Hm.", token_delay=0.0))
     tab = await open_socket(host, f"/ws/rooms/{room.pk}/")
     await tab.send_json_to({"type": "send", "text": "Quillon?"})
@@ -170,7 +172,7 @@ async def test_the_detail_over_http_is_for_the_host_only_and_is_a_fresh_check(ro
 
 @sync_to_async
 def embed_with_the_fake(host, fake_llm):
-    roles = connection_services.model_roles_get(user=host)
+    roles = connection_selectors.model_roles_get(user=host)
     embedding = connection_services.connection_create(
         owner=host, name="Emb", provider="local", model="fake-embed", api_base=fake_llm.base_url
     )

@@ -8,8 +8,12 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from memory import recall, recaller, services
+from memory import selectors
 from memory.models import MemoryTuning, Summary
+from memory.recall import ranking as recall
+from memory.recall import recaller
+from memory.services import catch_up as passes
+from memory.services import tuning as tuning_services
 from memory.turn_memory import recall_dry_run
 from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
@@ -76,12 +80,12 @@ def varied(seq: int) -> str:
 def long_room(room, chat):
     """450 varied messages with a planted fact at message 100, summarised and indexed."""
     story_room(room, 450, plant={seq: varied(seq) for seq in range(450)} | {PLANT_AT: PLANTED})
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     return room
 
 
 def tune(**fields) -> MemoryTuning:
-    tuning = services.tuning_get()
+    tuning = selectors.tuning_get()
     for name, value in fields.items():
         setattr(tuning, name, value)
     tuning.save()
@@ -113,7 +117,7 @@ def test_a_chat_that_fits_in_the_context_recalls_nothing(room, host, fake_llm):
         context_size=32000,
     )
     story_room(room, 60, plant={20: PLANTED})
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert Summary.objects.filter(room=room).exists()
     plan = ask(room, "Where is the astrolabe buried?")
     assert plan.recall.state == "done" and plan.recall.count == 0
@@ -176,7 +180,7 @@ def test_mode_off_and_the_hosts_switch_off_run_no_recall(long_room):
     tune(mode="off")
     assert ask(long_room, "Quillon?").recall.state == "off"
     tune(mode="mixC")
-    services.remember_set(user=long_room.host, on=False)
+    tuning_services.remember_set(user=long_room.host, on=False)
     long_room.refresh_from_db()
     plan = ask(long_room, "Quillon?")
     assert plan.recall.state == "off" and memory_section(plan) == ""
@@ -201,7 +205,7 @@ def test_a_failing_embedder_gives_a_notice_and_no_memory(room, host, chat, fake_
         user=host, chat=chat, utility=None, embedding=embedding, rerank_kind="builtin"
     )
     story_room(room, 400, plant={PLANT_AT: PLANTED})
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     recaller.forget_cached_vectors()
     fake_llm.embeddings_status = 500
     plan = ask(room, "Tell me again about Quillon.")
@@ -218,7 +222,7 @@ def test_personal_memory_drops_stretches_the_speaker_was_not_seated_for(long_roo
     room_services.room_update(room=room, settings={**room.settings, "own_card_only": True})
     newcomer = room_services.seat_add(room=room, character=wren)  # seated from message 450 on
     story_room(room, 540)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     room.refresh_from_db()
     outcome = recall_dry_run(room=room, seat=newcomer, text="What happened before I came?")
     assert outcome.state == "done" and outcome.pool > 0

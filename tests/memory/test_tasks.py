@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import channel_layers
 
-from memory import index, tasks
+from memory import index, selectors, tasks
 from memory.models import RoomMemory, Summary
 from orbchat.connections import services as connection_services
 from orbchat.consumers import user_group
@@ -140,5 +140,5 @@ def test_a_worker_killed_mid_backfill_resumes_without_duplicates(
         worker.stop()
     tiers = sorted(Summary.objects.filter(room=room).values_list("tier", "block"))
     assert len(tiers) == len(set(tiers)) == 31
-    generation = index.reading_generation(host)
+    generation = selectors.reading_generation(host)
     assert index._collection(generation, "memories").count() == 31

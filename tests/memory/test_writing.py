@@ -9,9 +9,13 @@ from django.db import connection
 from django.forms.models import model_to_dict
 from django.test.utils import CaptureQueriesContext
 
-from memory import index, services
+from memory import index, selectors
 from memory.forms import MemoryTuningForm
 from memory.models import Scene, Summary, seat_scope
+from memory.services import catch_up as passes
+from memory.services import indexing
+from memory.services import tuning as tuning_services
+from orbchat.connections import selectors as connection_selectors
 from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
 from orbchat.library import services as library_services
@@ -36,7 +40,7 @@ def utility(host, fake_llm):
     connection = connection_services.connection_create(
         owner=host, name="Fake utility", provider="local", model="fake-utility", api_base=fake_llm.base_url
     )
-    roles = connection_services.model_roles_get(user=host)
+    roles = connection_selectors.model_roles_get(user=host)
     connection_services.model_roles_update(
         user=host, chat=roles.chat, utility=connection, embedding=None, rerank_kind="builtin"
     )
@@ -59,7 +63,7 @@ def answer(heading="Maren and the Traveller at the lighthouse", facts=("The bras
 )
 def test_summaries_appear_at_the_right_messages_with_the_right_tiers(room, messages, expected):
     story_room(room, messages)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert tiers(room) == expected
     if expected:
         first = Summary.objects.get(room=room, tier=0, block=0)
@@ -70,7 +74,7 @@ def test_summaries_appear_at_the_right_messages_with_the_right_tiers(room, messa
 
 def test_roll_ups_cover_their_children(room):
     story_room(room, 40)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     roll_up = Summary.objects.get(room=room, tier=1, block=0)
     assert (roll_up.seq_from, roll_up.seq_to) == (0, 31)
 
@@ -78,7 +82,7 @@ def test_roll_ups_cover_their_children(room):
 def test_the_utility_model_writes_summaries_as_structured_output(room, utility, fake_llm):
     fake_llm.script(answer())
     story_room(room, 16)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     summary = Summary.objects.get(room=room, tier=0, block=0)
     assert summary.source == Summary.Source.UTILITY and summary.model.endswith("fake-utility")
     assert summary.heading == "Maren and the Traveller at the lighthouse"
@@ -91,7 +95,7 @@ def test_a_model_that_ignores_the_format_still_gives_a_summary(room, utility, fa
         Reply("Maren guarded the light. The Traveller found the brass key. They argued about Harrow.")
     )
     story_room(room, 16)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     summary = Summary.objects.get(room=room, tier=0, block=0)
     assert summary.heading and summary.facts
     assert "brass key" in summary.text
@@ -99,22 +103,22 @@ def test_a_model_that_ignores_the_format_still_gives_a_summary(room, utility, fa
 
 def test_running_twice_writes_nothing_new(room, utility, fake_llm):
     story_room(room, 40)
-    first = services.catch_up(room.pk)
+    first = passes.catch_up(room.pk)
     calls = len(fake_llm.requests)
-    second = services.catch_up(room.pk)
+    second = passes.catch_up(room.pk)
     assert first.written == 5 and second.written == 0
     assert len(fake_llm.requests) == calls
 
 
 def test_an_edit_rewrites_exactly_its_block_and_the_roll_ups_above(room, utility, fake_llm):
     story_room(room, 40)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     before = {(s.tier, s.block): s.updated_at for s in Summary.objects.filter(room=room)}
     calls = len(fake_llm.requests)
     message = room.messages.get(seq=18)
     room_services.message_edit(message=message, text="The lighthouse keeper sold the brass key to Harrow.")
     assert set(Summary.objects.filter(room=room, stale=True).values_list("tier", "block")) == {(0, 2), (1, 0)}
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     after = {(s.tier, s.block): s.updated_at for s in Summary.objects.filter(room=room)}
     changed = {key for key in after if after[key] != before[key]}
     assert changed == {(0, 2), (1, 0)}
@@ -124,18 +128,18 @@ def test_an_edit_rewrites_exactly_its_block_and_the_roll_ups_above(room, utility
 
 def test_hiding_a_message_rewrites_its_block_without_it(room, utility, fake_llm):
     story_room(room, 16, plant={3: "The secret word is PERIWINKLE, spoken only at the fog bell."})
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert "PERIWINKLE" in fake_llm.requests[-1].body["messages"][-1]["content"]
     calls = len(fake_llm.requests)
     room_services.message_set_hidden(message=room.messages.get(seq=3), hidden=True)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert len(fake_llm.requests) == calls + 1
     assert "PERIWINKLE" not in fake_llm.requests[-1].body["messages"][-1]["content"]
 
 
 def test_switching_the_swipe_of_a_summarised_message_marks_it_stale(room):
     story_room(room, 16)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     room_services.swipe  # noqa: B018 - the swipe service is exercised through the edit path below
     message = room.messages.get(seq=2)
     message.variants.create(room=room, index=1, text="Another take entirely.", tokens=4)
@@ -145,28 +149,28 @@ def test_switching_the_swipe_of_a_summarised_message_marks_it_stale(room):
 
 def test_person_written_summaries_are_never_overwritten(room):
     story_room(room, 40)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     Summary.objects.filter(room=room, tier=0, block=1).update(source=Summary.Source.PERSON, text="Mine.")
     room_services.message_edit(message=room.messages.get(seq=9), text="Changed.")
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert Summary.objects.get(room=room, tier=0, block=1).text == "Mine."
 
 
 def test_a_rewind_removes_the_summaries_of_the_removed_stretch(room):
     story_room(room, 200)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     room_services.message_delete(message=room.messages.get(seq=100), and_after=True)
     assert not Summary.objects.filter(room=room, seq_to__gte=100).exists()
     assert Summary.objects.filter(room=room, tier=0, block=11).exists()  # 88–95 untouched
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     # 100 messages left: blocks up to 95 still describe messages that exist, so they stay.
     assert tiers(room) == {0: 12, 1: 3}
 
 
 def test_summaries_and_scenes_reach_the_vector_index_once(room):
     story_room(room, 40)
-    services.catch_up(room.pk)
-    generation = index.reading_generation(room.host)
+    passes.catch_up(room.pk)
+    generation = selectors.reading_generation(room.host)
     memories = index._collection(generation, "memories")
     scenes = index._collection(generation, "scenes")
     assert memories.count() == 5 and scenes.count() == 4
@@ -182,13 +186,13 @@ def test_summaries_and_scenes_reach_the_vector_index_once(room):
         "at": meta["at"],
     }
     room_services.message_edit(message=room.messages.get(seq=5), text="Rewritten line about the fog bell.")
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert memories.count() == 5 and scenes.count() == 4  # replaced, not duplicated
     assert Scene.objects.filter(room=room).count() == 4
 
 
 def chunk_text(room, block: int) -> str:
-    generation = index.reading_generation(room.host)
+    generation = selectors.reading_generation(room.host)
     return index.index_records(generation, "scenes", [index.scene_id(room.pk, block)])[
         index.scene_id(room.pk, block)
     ][0]
@@ -197,16 +201,16 @@ def chunk_text(room, block: int) -> str:
 def catch_up_reads(room) -> int:
     """Run a catch-up; return how many times it read a stretch of messages."""
     with CaptureQueriesContext(connection) as queries:
-        services.catch_up(room.pk)
+        passes.catch_up(room.pk)
     return sum(1 for q in queries if q["sql"].startswith("SELECT") and 'FROM "rooms_message"' in q["sql"])
 
 
 def test_a_catch_up_reads_only_new_and_changed_stretches_however_long_the_chat(room, host):
     story_room(room, 40)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     longer = room_services.room_create_from_character(host=host, character=room.seats.get().character)
     story_room(longer, 400)
-    services.catch_up(longer.pk)
+    passes.catch_up(longer.pk)
     # After one more message, a chat ten times longer reads no more of its history.
     reads = []
     for chat in (room, longer):
@@ -220,13 +224,13 @@ def test_a_catch_up_reads_only_new_and_changed_stretches_however_long_the_chat(r
 
 def test_a_new_block_size_cuts_the_transcript_chunks_anew(room):
     story_room(room, 40)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     before = chunk_text(room, 0)
-    tuning = services.tuning_get()
+    tuning = selectors.tuning_get()
     form = MemoryTuningForm(data={**model_to_dict(tuning), "block_size": 4}, instance=tuning)
     assert form.is_valid(), form.errors
-    services.tuning_update(form=form)
-    services.catch_up(room.pk)
+    tuning_services.tuning_update(form=form)
+    passes.catch_up(room.pk)
     after = chunk_text(room, 0)
     assert before.count("\n#") == 7 and after.count("\n#") == 3  # 8 messages a chunk, then 4
     assert Scene.objects.get(room=room, block=0).seq_to == 3
@@ -240,7 +244,7 @@ def test_personal_sets_follow_presence(room, host):
     seat = room_services.seat_add(room=room, character=tobin)  # present from message 16
     add_story(room, 24)
     room_services.room_update(room=room, settings={**room.settings, "own_card_only": True})
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     maren = room.seats.get(name="Maren Tallis")
     assert tiers(room, seat_scope(maren.pk)) == {0: 4, 1: 1}
     mine = Summary.objects.filter(room=room, scope=seat_scope(seat.pk))
@@ -253,30 +257,30 @@ def test_memory_off_writes_nothing(room, host):
     host.remember_long_chats = False
     host.save(update_fields=["remember_long_chats"])
     story_room(room, 40)
-    services.catch_up(room.pk)
+    passes.catch_up(room.pk)
     assert not Summary.objects.filter(room=room).exists()
 
 
 def test_a_new_embedding_model_reindexes_and_then_switches_over(room, host, fake_llm):
     story_room(room, 40)
-    services.catch_up(room.pk)
-    old = index.reading_generation(host)
+    passes.catch_up(room.pk)
+    old = selectors.reading_generation(host)
     remote = connection_services.connection_create(
         owner=host, name="Fake embedder", provider="local", model="fake-embed", api_base=fake_llm.base_url
     )
     connection_services.model_roles_update(
         user=host, chat=None, utility=None, embedding=remote, rerank_kind="builtin"
     )
-    (building, still_ready) = index.live_generations(host)
+    (building, still_ready) = indexing.generations_ensure(host)
     assert building.state == "building" and still_ready.pk == old.pk
-    assert index.reading_generation(host).pk == old.pk  # recall keeps the old index meanwhile
+    assert selectors.reading_generation(host).pk == old.pk  # recall keeps the old index meanwhile
     room_services.message_edit(message=room.messages.get(seq=3), text="A change while re-indexing.")
-    services.catch_up(room.pk)  # new work goes to both generations
-    assert services.reindex(building.pk)
-    assert index.reading_generation(host).pk == building.pk
+    passes.catch_up(room.pk)  # new work goes to both generations
+    assert indexing.reindex(building.pk)
+    assert selectors.reading_generation(host).pk == building.pk
     old.refresh_from_db()
     assert old.state == "retired"
     fresh = index._collection(building, "memories")
     assert fresh.count() == 5 and index._collection(building, "scenes").count() == 4
     assert len(fresh.get(ids=[f"m:{room.pk}:shared:0:0"], include=["embeddings"])["embeddings"][0]) == 26
-    assert services.reindex(building.pk) is False  # already switched: a second run does nothing
+    assert indexing.reindex(building.pk) is False  # already switched: a second run does nothing

@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from bench import kit
-from memory.services import tuning_get
+from memory.selectors import tuning_get
 from rooms import presenters, rendering, services
 from rooms.models import Message
 from tests.factories import client_for, join, make_user

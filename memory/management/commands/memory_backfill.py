@@ -6,7 +6,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory import services
+from memory.services import catch_up as passes
+from memory.services.summaries import ProviderTrouble
 from rooms.models import Room
 
 
@@ -37,8 +38,8 @@ class Command(BaseCommand):
                     self.stdout.flush()
 
             try:
-                report = services.backfill(room.pk, progress=progress)
-            except services.ProviderTrouble as exc:
+                report = passes.backfill(room.pk, progress=progress)
+            except ProviderTrouble as exc:
                 raise CommandError(
                     f"room {room.pk}: the Utility model failed ({exc}). Run again to continue."
                 ) from exc

@@ -1,6 +1,6 @@
 """Recall, the shell: read the pool's summaries, score them by meaning, rerank, log.
 
-The decisions are pure (`memory.recall`). Here: which rows to read (only the pool's, tier by
+The decisions are pure (`memory.recall.ranking`). Here: which rows to read (only the pool's, tier by
 tier: a 100,000-message room reads a few hundred rows, not all of them), the summaries' vectors
 (kept in memory between turns per index generation and text, so only new or rewritten summaries
 are fetched from Chroma or embedded), the query's vector, the Rerank role, and the recall log.
@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.db.models import Count, Q
-from django.utils import timezone
 
-from memory import blocks, index, recall
-from memory.models import SHARED, RecallLog, Summary, SummaryKeyword, VectorIndex, seat_scope
-from memory.services import block_tuning, memory_on, personal_memory_on, tuning_get
-from rooms.models import Presence, Room, Seat
+from memory import blocks, index
+from memory.models import SHARED, Summary, SummaryKeyword, VectorIndex, seat_scope
+from memory.recall import ranking as recall
+from memory.selectors import block_tuning, memory_on, personal_memory_on, reading_generation, tuning_get
+from orbchat.connections import embedding, reranker
+from orbchat.connections.selectors import model_roles_get
+from rooms.models import Member, Presence, Room, Seat
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +153,14 @@ class _Embedder:
 
     def __init__(self, host, generation: VectorIndex | None) -> None:
         self.host, self.generation = host, generation
-        self.tag = f"g{generation.pk}" if generation else index.model_key(host)
-        self.builtin = (generation.model_key if generation else self.tag) == index.BUILTIN_KEY
+        self.tag = f"g{generation.pk}" if generation else embedding.model_key(host)
+        self.builtin = (generation.model_key if generation else self.tag) == embedding.BUILTIN_KEY
 
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
         if self.generation is not None:
-            vectors = index.embed_for(self.generation, texts)
+            vectors = embedding.embed_with(self.generation.model_key, texts)
         else:
-            vectors = index.embed(self.host, texts)
+            vectors = embedding.embed(self.host, texts)
         return [_unit(v) for v in vectors]
 
 
@@ -288,7 +290,7 @@ def recall_for(
     query_vector = None
     if tuning.mode in (recall.MIXC, recall.SEMANTIC) and pool.members:
         try:
-            embedder = _Embedder(room.host, index.reading_generation(room.host))
+            embedder = _Embedder(room.host, reading_generation(room.host))
             members = {item.key for item in pool.members}
             finer = {
                 item.key: item for pairs in hits.values() for item, _ in pairs if item.key not in members
@@ -297,7 +299,7 @@ def recall_for(
             vectors = _vectors_for(embedder, scored, indexed)
             query_vector = _query_vector(embedder, texts)
         except Exception as exc:  # noqa: BLE001 - any search failure: a notice, and no memory
-            reason = exc.args[0] if isinstance(exc, index.EmbedderFailed) and exc.args else str(exc)
+            reason = exc.args[0] if isinstance(exc, embedding.EmbedderFailed) and exc.args else str(exc)
             outcome.notices.append(SEARCH_FAILED.format(reason=reason or "the embedder failed"))
             outcome.rejected_count = total - outcome.count
             return outcome
@@ -438,25 +440,18 @@ def _reason(exc: BaseException) -> str:
 def _rerank(
     host, embedder: _Embedder | None, query: str, newest: str, shortlist: list[recall.Scored]
 ) -> list[float]:
-    from orbchat.connections import reranker
-    from orbchat.connections.models import ModelRoles
-    from orbchat.connections.services import model_roles_get
-
-    documents = [s.item.text for s in shortlist]
-    roles = model_roles_get(user=host)
-    if roles.rerank_kind == ModelRoles.Rerank.BUILTIN and embedder is not None and embedder.builtin:
-        # Same model as the search: reuse the cosines in hand (the query's vector already leans on the
-        # message just sent); the exact words are those of the message just sent.
-        return reranker.blend(
-            [s.score for s in shortlist], reranker.lexical_scores(newest or query, documents)
-        )
-    return reranker.scores_for(roles, query, documents)
+    same_model = embedder is not None and embedder.builtin
+    return reranker.recall_scores(
+        model_roles_get(user=host),
+        query,
+        [s.item.text for s in shortlist],
+        newest=newest,
+        cosines=[s.score for s in shortlist] if same_model else None,
+    )
 
 
 def _names(room: Room) -> frozenset[str]:
     """Casefolded names (and their words) of everyone in the room: never a keyword match."""
-    from rooms.models import Member
-
     names = list(Seat.objects.filter(room=room).values_list("name", flat=True))
     names.append(room.host.get_username())
     if room.persona_id:
@@ -554,23 +549,3 @@ def _live_sample(room_id: int, scopes: list[str], live_start: int) -> list[recal
 
 def _total(room_id: int, scopes: list[str]) -> int:
     return Summary.objects.filter(room_id=room_id, scope__in=scopes).count()
-
-
-def log_save(*, room_id: int, variant_id: int | None, speaker: str, outcome: Outcome) -> RecallLog:
-    """Keep what recall did for one reply (the host reads it; members only ever see the count),
-    and stamp the memories it sent as last recalled now."""
-    keys = [s.item for s in outcome.kept]
-    if keys:
-        match = Q()
-        for item in keys:
-            match |= Q(scope=item.scope, tier=item.tier, block=item.block)
-        Summary.objects.filter(match, room_id=room_id).update(last_recalled_at=timezone.now())
-    return RecallLog.objects.create(
-        room_id=room_id,
-        variant_id=variant_id,
-        speaker=speaker[:200],
-        state=outcome.state,
-        mode=outcome.mode,
-        count=outcome.count,
-        detail=outcome.detail(),
-    )

@@ -1,6 +1,6 @@
 """Recall, the pure part: which summaries are in the pool, which qualify, which are kept, and why not.
 
-No Django, no vectors, no network. The shell (`memory.recaller`) reads summaries through a
+No Django, no vectors, no network. The shell (`memory.recall.recaller`) reads summaries through a
 `fetch` callable, scores them by meaning and reranks; everything that decides lives here.
 
 The pool covers every scrolled-out message once, top-down: a tier-``t`` summary stands for its
