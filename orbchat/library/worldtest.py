@@ -7,14 +7,27 @@ from dataclasses import dataclass
 from orbchat.library.models import WorldBook, WorldEntry
 from orbchat.prompting import worldinfo
 
-ENTRY_FIELDS = [f for f in worldinfo.Entry.__dataclass_fields__]
+# The character filter is kept as imported, in the entry's `extra` (SillyTavern's `characterFilter`).
+ENTRY_FIELDS = [f for f in worldinfo.Entry.__dataclass_fields__ if f != "character_filter"]
 
 
 def entry_for_activation(entry: WorldEntry) -> worldinfo.Entry:
     values = {name: getattr(entry, name) for name in ENTRY_FIELDS}
     values["keys"] = tuple(values["keys"])
     values["secondary_keys"] = tuple(values["secondary_keys"])
+    values["character_filter"] = _character_filter((entry.extra or {}).get("characterFilter"))
     return worldinfo.Entry(**values)
+
+
+def _character_filter(value: object) -> worldinfo.CharacterFilter | None:
+    if not isinstance(value, dict):
+        return None
+    names, tags = value.get("names"), value.get("tags")
+    return worldinfo.CharacterFilter(
+        is_exclude=bool(value.get("isExclude")),
+        names=tuple(str(n) for n in names) if isinstance(names, list) else (),
+        tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
+    )
 
 
 def book_for_activation(book: WorldBook) -> worldinfo.Book:

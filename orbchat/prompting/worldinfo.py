@@ -11,8 +11,8 @@ import json
 import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import IntEnum
+from dataclasses import dataclass, field, replace
+from enum import IntEnum, StrEnum
 from typing import Any
 
 import regex
@@ -21,14 +21,20 @@ __all__ = [
     "RECURSION_HARD_CAP",
     "Activated",
     "Book",
+    "BookKind",
+    "Character",
+    "CharacterFilter",
     "Entry",
+    "InsertionStrategy",
     "Logic",
     "Position",
     "Result",
+    "Settings",
     "TimedEffect",
     "TimedState",
     "activate",
     "default_count_tokens",
+    "parse_decorators",
     "parse_regex_key",
 ]
 
@@ -52,6 +58,60 @@ class Position(IntEnum):
     AT_DEPTH = 4
     EXAMPLES_TOP = 5
     EXAMPLES_BOTTOM = 6
+
+
+class InsertionStrategy(IntEnum):
+    """How entries of character and global books are ordered (SillyTavern's numbering)."""
+
+    EVENLY = 0
+    CHARACTER_FIRST = 1
+    GLOBAL_FIRST = 2
+
+
+class BookKind(StrEnum):
+    """Where a book comes from; chat books always come first, the others by the insertion strategy."""
+
+    GLOBAL = "global"
+    CHARACTER = "character"
+    CHAT = "chat"
+
+
+@dataclass(frozen=True)
+class CharacterFilter:
+    """Limit an entry to characters (by name or tag), or with `is_exclude` keep it from them."""
+
+    is_exclude: bool = False
+    names: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Character:
+    """The character the prompt is for, as character filters see it; `tags=None` means unknown."""
+
+    name: str
+    tags: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The scan settings SillyTavern keeps globally, with its defaults.
+
+    `token_budget` is one budget in tokens shared by every book (0: the largest book budget,
+    and if none, unlimited); `budget_cap` caps it when above 0. `max_recursion_steps`, when
+    set, overrides the books' (it counts scan passes: 1 is the first scan only, 0 unlimited).
+    `min_activations` scans ever older messages until that many entries are active, up to
+    `min_activations_depth_max` messages (0: the whole chat).
+    """
+
+    include_names: bool = True
+    min_activations: int = 0
+    min_activations_depth_max: int = 0
+    token_budget: int = 0
+    budget_cap: int = 0
+    insertion_strategy: InsertionStrategy = InsertionStrategy.CHARACTER_FIRST
+    use_group_scoring: bool = False
+    max_recursion_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +146,7 @@ class Entry:
     sticky: int | None = None
     cooldown: int | None = None
     delay: int | None = None
+    character_filter: CharacterFilter | None = None
 
 
 @dataclass(frozen=True)
@@ -101,11 +162,15 @@ class Book:
     max_recursion_steps: int = 0
     case_sensitive: bool = False
     match_whole_words: bool = True
+    kind: BookKind = BookKind.GLOBAL
 
 
 @dataclass(frozen=True)
 class Activated:
-    """An entry that goes into the prompt, with the reason in words a person can read."""
+    """An entry that goes into the prompt, with the reason in words a person can read.
+
+    `entry.content` is what the prompt receives: decorators stripped, macros expanded.
+    """
 
     book_id: int
     entry: Entry
@@ -204,32 +269,38 @@ def default_count_tokens(text: str) -> int:
 
 # --- keys ---------------------------------------------------------------------------------------
 
-_RE_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "u": re.UNICODE, "x": re.VERBOSE}
-_REGEX_FLAGS = {
-    "i": regex.IGNORECASE,
-    "m": regex.MULTILINE,
-    "s": regex.DOTALL,
-    "u": regex.UNICODE,
-    "x": regex.VERBOSE,
-}
-# "g" (JavaScript's global search) means nothing for a yes/no test, so it is accepted and ignored.
-_KNOWN_FLAGS = frozenset(_RE_FLAGS) | {"g"}
+_REGEX_FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
+_RE_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
+# SillyTavern writes a regex key as /pattern/flags with JavaScript's flags. "g" means nothing
+# for a yes/no test and "u" is how Python reads patterns anyway; "y" anchors the search at the
+# start of the scanned text.
+_REGEX_KEY = re.compile(r"/([\s\S]+?)/([gimsuy]*)")
+_UNESCAPED_SLASH = re.compile(r"(^|[^\\])/")
 _COMPILE_ERRORS = (re.error, regex.error, ValueError, TypeError, OverflowError, RecursionError)
-_WORD_RUN = re.compile(r"\w+")
-_WHITESPACE = re.compile(r"\s")
+# JavaScript's \w without the u flag: the boundary SillyTavern puts around a whole-word key, so
+# every non-ASCII letter (Cyrillic, Chinese, "é") counts as a boundary.
+_ASCII_WORD_RUN = re.compile(r"[A-Za-z0-9_]+")
+_WHITESPACE_RUN = re.compile(r"\s+")
 # Below this many characters a plain scan is as cheap as building the text's trigram set.
 _GRAM_INDEX_MIN_LENGTH = 512
+# SillyTavern starts each scanned message with this character and joins them with a newline.
+_MATCHER = "\x01"
+_JOINER = "\n" + _MATCHER
 
 
 def _split_regex_key(key: str) -> tuple[str, str] | None:
-    """Split '/pattern/flags' into pattern and flags, or return None when the key is not one."""
-    last = key.rfind("/")
-    if not key.startswith("/") or last <= 1:
+    """Split '/pattern/flags' into pattern and flags as SillyTavern does, or return None.
+
+    A '/' inside the pattern must be escaped; the first escaped one is unescaped. Repeated
+    flags make JavaScript reject the pattern, so they do here too.
+    """
+    match = _REGEX_KEY.fullmatch(key)
+    if match is None:
         return None
-    flags = key[last + 1 :]
-    if not set(flags) <= _KNOWN_FLAGS:
+    pattern, flags = match.groups()
+    if _UNESCAPED_SLASH.search(pattern) or len(set(flags)) != len(flags):
         return None
-    return key[1:last], flags
+    return pattern.replace("\\/", "/", 1), flags
 
 
 def parse_regex_key(key: str) -> re.Pattern[str] | None:
@@ -271,7 +342,8 @@ class _Text:
     def words(self, case_sensitive: bool) -> frozenset[str]:
         words = self._words.get(case_sensitive)
         if words is None:
-            words = self._words[case_sensitive] = frozenset(_WORD_RUN.findall(self.haystack(case_sensitive)))
+            haystack = self.haystack(case_sensitive)
+            words = self._words[case_sensitive] = frozenset(_ASCII_WORD_RUN.findall(haystack))
         return words
 
     def may_contain(self, grams: frozenset[str], case_sensitive: bool) -> bool:
@@ -299,6 +371,18 @@ def _trigrams(needle: str) -> frozenset[str]:
     return frozenset({needle[:3], needle[last // 2 : last // 2 + 3], needle[last:]})
 
 
+class _NeverKey:
+    """A key that is empty once its macros are expanded: SillyTavern never counts it as found."""
+
+    __slots__ = ("label",)
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def test(self, text: _Text) -> bool | None:
+        return False
+
+
 class _SubstringKey:
     __slots__ = ("label", "needle", "case_sensitive", "grams")
 
@@ -313,7 +397,7 @@ class _SubstringKey:
 
 
 class _WordKey:
-    """A whole-word key made only of word characters: a set lookup instead of a regex search."""
+    """A whole-word key made only of ASCII word characters: a set lookup instead of a regex search."""
 
     __slots__ = ("label", "needle", "case_sensitive")
 
@@ -325,10 +409,11 @@ class _WordKey:
 
 
 class _BoundedKey:
-    """A whole-word key with punctuation in it (e.g. "sci-fi"), matched between non-word characters.
+    """A whole-word key with other characters in it ("sci-fi", "кот", "龙"), found between boundaries.
 
-    Found with str.find and a look at its neighbours, which is what a word-boundary regex would
-    check (a word character is alphanumeric or "_"), without compiling thousands of patterns.
+    SillyTavern's boundary is JavaScript's ASCII-only \\W: anything but A-Z, a-z, 0-9 and "_".
+    Found with str.find and a look at its neighbours, which is what that regex checks, without
+    compiling thousands of patterns.
     """
 
     __slots__ = ("label", "needle", "case_sensitive", "grams")
@@ -354,92 +439,129 @@ class _BoundedKey:
 
 
 def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
+    return char.isascii() and (char.isalnum() or char == "_")
 
 
 class _RegexKey:
     """A '/pattern/flags' key; None from `test` means the search ran out of time."""
 
-    __slots__ = ("label", "pattern", "timeout")
+    __slots__ = ("label", "pattern", "sticky", "timeout")
 
-    def __init__(self, label: str, pattern: str, flags: str, timeout: float) -> None:
-        self.label, self.timeout = label, timeout
-        value = 0
-        for flag in flags:
-            value |= _REGEX_FLAGS.get(flag, 0)
-        try:
-            self.pattern: regex.Pattern[str] | None = regex.compile(pattern, value)
-        except _COMPILE_ERRORS:
-            self.pattern = None
+    def __init__(self, label: str, pattern: regex.Pattern[str], sticky: bool, timeout: float) -> None:
+        self.label, self.pattern, self.sticky, self.timeout = label, pattern, sticky, timeout
 
     def test(self, text: _Text) -> bool | None:
-        if self.pattern is None:
-            return False
         # Cached per text so a pattern that timed out is not run again for every entry and step.
         if self in text.regex_results:
             return text.regex_results[self]
+        search = self.pattern.match if self.sticky else self.pattern.search
         try:
-            found: bool | None = self.pattern.search(text.raw, timeout=self.timeout) is not None
+            found: bool | None = search(text.raw, timeout=self.timeout) is not None
         except TimeoutError:
             found = None
         text.regex_results[self] = found
         return found
 
 
-_Key = _SubstringKey | _WordKey | _BoundedKey | _RegexKey
+_Key = _NeverKey | _SubstringKey | _WordKey | _BoundedKey | _RegexKey
+
+
+def _compile_regex(pattern: str, flags: str) -> regex.Pattern[str] | None:
+    value = 0
+    for flag in flags:
+        value |= _REGEX_FLAGS.get(flag, 0)
+    try:
+        return regex.compile(pattern, value)
+    except _COMPILE_ERRORS:
+        return None
 
 
 class _KeyCompiler:
-    """Compile each distinct key once per call."""
+    """Compile each distinct key once per call, after expanding its macros."""
 
-    def __init__(self, regex_timeout: float) -> None:
+    def __init__(self, regex_timeout: float, substitute: Callable[[str], str]) -> None:
         self.regex_timeout = regex_timeout
-        self.cache: dict[tuple[str, bool, bool], _Key] = {}
+        self.substitute = substitute
+        self.cache: dict[tuple[str, bool, bool, bool], _Key] = {}
         # Keyed by the key alone: case and whole-word settings do not affect a regex, and sharing
         # the instance shares its per-text results, so a slow pattern runs once per text.
-        self.regexes: dict[str, _RegexKey] = {}
+        self.regexes: dict[str, _RegexKey | None] = {}
 
-    def compile(self, keys: Iterable[str], case_sensitive: bool, whole_words: bool) -> tuple[_Key, ...]:
+    def compile(
+        self, keys: Iterable[str], case_sensitive: bool, whole_words: bool, *, expand: bool = True
+    ) -> tuple[_Key, ...]:
+        """Compile keys as the scan uses them, or (`expand=False`) as group scoring uses them: raw."""
         compiled = []
         for raw in keys:
-            key = raw.strip() if isinstance(raw, str) else ""
-            if not key:
-                continue
-            cache_key = (key, case_sensitive, whole_words)
+            raw = raw if isinstance(raw, str) else ""
+            cache_key = (raw, case_sensitive, whole_words, expand)
             matcher = self.cache.get(cache_key)
             if matcher is None:
-                matcher = self.cache[cache_key] = self._build(key, case_sensitive, whole_words)
+                matcher = self.cache[cache_key] = self._build(raw, case_sensitive, whole_words, expand)
             compiled.append(matcher)
         return tuple(compiled)
 
-    def _build(self, key: str, case_sensitive: bool, whole_words: bool) -> _Key:
+    def _build(self, raw: str, case_sensitive: bool, whole_words: bool, expand: bool) -> _Key:
+        if expand:
+            expanded = self.substitute(raw) if raw else ""
+            # An empty key never matches, but one of only blanks is the empty needle, found everywhere.
+            if not expanded:
+                return _NeverKey(raw)
+            key = expanded.strip()
+        else:
+            key = raw
         parts = _split_regex_key(key)
         if parts is not None:
             if key not in self.regexes:
-                self.regexes[key] = _RegexKey(key, parts[0], parts[1], self.regex_timeout)
-            return self.regexes[key]
+                pattern = _compile_regex(*parts)
+                self.regexes[key] = (
+                    None if pattern is None else _RegexKey(key, pattern, "y" in parts[1], self.regex_timeout)
+                )
+            matcher = self.regexes[key]
+            if matcher is not None:
+                return matcher
+            # An invalid regex is matched as the plain text it is, as SillyTavern does.
         needle = key if case_sensitive else key.lower()
-        # SillyTavern matches a key of several words as a plain substring even with whole words on.
-        if not whole_words or _WHITESPACE.search(key):
+        if not whole_words or len(_WHITESPACE_RUN.split(needle)) > 1:
             return _SubstringKey(key, needle, case_sensitive)
-        if _WORD_RUN.fullmatch(needle):
+        if _ASCII_WORD_RUN.fullmatch(needle):
             return _WordKey(key, needle, case_sensitive)
         return _BoundedKey(key, needle, case_sensitive)
 
 
-def _test_any_text(key: _Key, texts: Sequence[_Text]) -> bool | None:
-    """Return True if the key is in any text, None if it is in none but a search timed out."""
-    timed_out = False
-    for text in texts:
-        found = key.test(text)
-        if found:
-            return True
-        if found is None:
-            timed_out = True
-    return None if timed_out else False
-
-
 # --- the scan -----------------------------------------------------------------------------------
+
+_INITIAL, _RECURSION, _MIN_ACTIVATIONS = 1, 2, 3
+_KIND_RANK = {BookKind.CHAT: 0, BookKind.CHARACTER: 1, BookKind.GLOBAL: 2}
+_KNOWN_DECORATORS = ("@@activate", "@@dont_activate")
+
+
+def parse_decorators(content: str) -> tuple[tuple[str, ...], str]:
+    """Split leading '@@' decorator lines off an entry's content, as SillyTavern does.
+
+    Known decorators are returned; an unknown one is dropped; a line starting '@@@' escapes a
+    decorator and counts only right after an unknown one. The first line without '@@' starts
+    the content sent to the model.
+    """
+    if not content.startswith("@@"):
+        return (), content
+    lines = content.split("\n")
+    decorators: list[str] = []
+    after_unknown = False
+    rest = content
+    for index, line in enumerate(lines):
+        if not line.startswith("@@"):
+            rest = "\n".join(lines[index:])
+            break
+        if line.startswith("@@@") and not after_unknown:
+            continue
+        name = line[1:] if line.startswith("@@@") else line
+        if name.startswith(_KNOWN_DECORATORS):
+            decorators.append(name)
+            after_unknown = False
+        else:
+            after_unknown = True
+    return tuple(decorators), rest
 
 
 class _Plan:
@@ -452,9 +574,12 @@ class _Plan:
         "key",
         "primary",
         "secondary",
-        "logic",
+        "raw_primary",
+        "raw_secondary",
         "scan_depth",
         "groups",
+        "decorators",
+        "content",
     )
 
     def __init__(self, entry: Entry, book: Book, book_index: int, keys: _KeyCompiler) -> None:
@@ -463,19 +588,22 @@ class _Plan:
         case_sensitive = book.case_sensitive if entry.case_sensitive is None else entry.case_sensitive
         whole_words = book.match_whole_words if entry.match_whole_words is None else entry.match_whole_words
         self.primary = keys.compile(entry.keys, case_sensitive, whole_words)
-        secondary = keys.compile(entry.secondary_keys, case_sensitive, whole_words) if entry.selective else ()
-        self.secondary = secondary
-        self.logic = entry.selective_logic
-        depth = book.scan_depth if entry.scan_depth is None else entry.scan_depth
-        self.scan_depth = max(0, depth)
-        self.groups = tuple(dict.fromkeys(name.strip() for name in entry.group.split(",") if name.strip()))
+        self.secondary = (
+            keys.compile(entry.secondary_keys, case_sensitive, whole_words) if entry.selective else ()
+        )
+        self.raw_primary = keys.compile(entry.keys, case_sensitive, whole_words, expand=False)
+        self.raw_secondary = keys.compile(entry.secondary_keys, case_sensitive, whole_words, expand=False)
+        self.scan_depth = entry.scan_depth
+        # SillyTavern splits on a comma and the blanks after it, and keeps any other blanks.
+        self.groups = tuple(dict.fromkeys(name for name in re.split(r",\s*", entry.group) if name))
+        self.decorators, self.content = parse_decorators(entry.content or "")
 
-    def match(self, texts: Sequence[_Text]) -> tuple[_Key | None, bool]:
+    def match(self, text: _Text) -> tuple[_Key | None, bool]:
         """Return the primary key that made the entry match (or None), and whether a regex timed out."""
         timed_out = False
         hit = None
         for key in self.primary:
-            found = _test_any_text(key, texts)
+            found = key.test(text)
             if found:
                 hit = key
                 break
@@ -483,82 +611,91 @@ class _Plan:
         if hit is None or not self.secondary:
             return hit, timed_out
         # Lazy, so any()/all() stop at the first decisive key; a timed-out key counts as absent.
-        hits = (_test_any_text(key, texts) is True for key in self.secondary)
-        if self.logic == Logic.NOT_ALL:
+        hits = (key.test(text) is True for key in self.secondary)
+        logic = self.entry.selective_logic
+        if logic == Logic.NOT_ALL:
             passed = not all(hits)
-        elif self.logic == Logic.NOT_ANY:
+        elif logic == Logic.NOT_ANY:
             passed = not any(hits)
-        elif self.logic == Logic.AND_ALL:
+        elif logic == Logic.AND_ALL:
             passed = all(hits)
         else:
             passed = any(hits)
         return (hit if passed else None), timed_out
 
-    def mentioned_in(self, text: _Text) -> bool:
-        """Return whether any primary or secondary key is in the text."""
-        return any(key.test(text) for key in self.primary) or any(key.test(text) for key in self.secondary)
-
-    def score(self, texts: Sequence[_Text]) -> int:
-        """Count matching keys, as SillyTavern's group scoring does."""
-        score = sum(1 for key in self.primary if _test_any_text(key, texts))
-        if self.secondary and self.logic in (Logic.AND_ANY, Logic.AND_ALL):
-            score += sum(1 for key in self.secondary if _test_any_text(key, texts))
-        return score
-
-
-@dataclass(eq=False)
-class _Candidate:
-    plan: _Plan
-    reason: str
-    texts: Sequence[_Text]
-    sticky: bool = False
+    def score(self, text: _Text) -> int:
+        """Count matching keys as SillyTavern's group scoring does (raw keys, positive logic only)."""
+        if not self.raw_primary:
+            return 0
+        primary = sum(1 for key in self.raw_primary if key.test(text))
+        secondary = sum(1 for key in self.raw_secondary if key.test(text))
+        logic = self.entry.selective_logic
+        if self.raw_secondary and logic == Logic.AND_ANY:
+            return primary + secondary
+        if self.raw_secondary and logic == Logic.AND_ALL and secondary == len(self.raw_secondary):
+            return primary + secondary
+        return primary
 
 
 class _Chat:
-    """The chat messages and extra text, joined per scan depth and located per message for reasons."""
+    """The scanned messages, newest first, joined as SillyTavern's scan buffer joins them."""
 
     def __init__(self, messages: Sequence[str], extra: Sequence[str], message_count: int) -> None:
-        self.messages = list(messages)
-        self.extra = [_Text(text) for text in extra if text]
-        self.first_number = message_count - len(self.messages) + 1
-        self._joined: dict[int, _Text] = {}
+        self.newest_first = [text.strip() for text in reversed(messages)]
+        self.extra = [text for text in extra if text]
+        self.first_number = message_count - len(messages) + 1
+        self._joined: dict[tuple[int, int], _Text] = {}
         self._single: dict[int, _Text] = {}
 
-    def text(self, depth: int) -> _Text:
-        depth = min(depth, len(self.messages))
-        joined = self._joined.get(depth)
+    def text(self, depth: int, recursion: Sequence[str]) -> _Text:
+        """Return the newest `depth` messages, the extra text and the recursion text in one string."""
+        if depth <= 0:
+            return _Text("")
+        cache_key = (depth, len(recursion))
+        joined = self._joined.get(cache_key)
         if joined is None:
-            newest = self.messages[len(self.messages) - depth :]
-            joined = self._joined[depth] = _Text("\n".join([*newest, *(t.raw for t in self.extra)]))
+            parts = _MATCHER + _JOINER.join(self.newest_first[:depth])
+            if self.extra:
+                parts += _JOINER + _JOINER.join(self.extra)
+            if recursion:
+                parts += _JOINER + _JOINER.join(recursion)
+            joined = self._joined[cache_key] = _Text(parts)
         return joined
 
     def locate(self, key: _Key, depth: int) -> str | None:
-        if not key.test(self.text(depth)):
-            return None
-        count = len(self.messages)
-        for index in range(count - 1, count - 1 - min(depth, count), -1):
+        for index in range(min(depth, len(self.newest_first))):
             single = self._single.get(index)
             if single is None:
-                single = self._single[index] = _Text(self.messages[index])
+                single = self._single[index] = _Text(_MATCHER + self.newest_first[index])
             if key.test(single):
-                return f"message {self.first_number + index}"
-        if any(key.test(text) for text in self.extra):
+                return f"message {self.first_number + len(self.newest_first) - 1 - index}"
+        if any(key.test(_Text(_MATCHER + text)) for text in self.extra):
             return "extra scan text"
         return None
-
-
-@dataclass
-class _Budget:
-    used: int = 0
-    overflowed: bool = False
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def _filter_applies(entry: Entry, character: Character | None) -> bool:
+    """Return whether the entry's character filter lets it scan for this character."""
+    flt = entry.character_filter
+    if flt is None:
+        return True
+    name = character.name if character else None
+    if flt.names and (name in flt.names) == flt.is_exclude:
+        return False
+    # SillyTavern skips the tag test when the character has no tag list at all.
+    if flt.tags and character is not None and character.tags is not None:
+        has_tag = any(tag in flt.tags for tag in character.tags)
+        if has_tag == flt.is_exclude:
+            return False
+    return True
+
+
 class _Activation:
-    """The state of one `activate` call."""
+    """The state of one `activate` call, following SillyTavern's `checkWorldInfo` step by step."""
 
     def __init__(
         self,
@@ -569,6 +706,9 @@ class _Activation:
         rng: random.Random,
         count_tokens: Callable[[str], int],
         regex_timeout: float,
+        settings: Settings,
+        substitute: Callable[[str], str],
+        character: Character | None,
     ) -> None:
         self.books = books
         self.chat = chat
@@ -576,256 +716,314 @@ class _Activation:
         self.effects = effects
         self.rng = rng
         self.count_tokens = count_tokens
-        compiler = _KeyCompiler(regex_timeout)
-        self.plans = [
-            _Plan(entry, book, index, compiler)
-            for index, book in enumerate(books)
-            for entry in book.entries
-            if entry.enabled
+        self.settings = settings
+        self.substitute = substitute
+        self.character = character
+        compiler = _KeyCompiler(regex_timeout, substitute)
+        plans = [
+            _Plan(entry, book, index, compiler) for index, book in enumerate(books) for entry in book.entries
         ]
-        self.delayed = [plan for plan in self.plans if plan.entry.delay_until_recursion > 0]
-        self.active: set[tuple[int, int]] = set()
-        self.final: set[tuple[int, int]] = set()  # rejected for the rest of this call
+        self.delay_levels = sorted(
+            {
+                p.entry.delay_until_recursion
+                for p in plans
+                if p.entry.delay_until_recursion > 0 and p.book.recursive
+            }
+        )
+        self.plans = self._sorted([p for p in plans if p.entry.enabled])
+        self.order_of = {plan.key: index for index, plan in enumerate(self.plans)}
+        self.recursive = any(book.recursive for book in books)
+        self.base_depth = min((book.scan_depth for book in books), default=0)
+        self.skew = 0
+        self.activated: dict[tuple[int, int], Activated] = {}
+        self.failed: set[tuple[int, int]] = set()
         self.rejected: dict[tuple[int, int], str] = {}
         self.timed_out: set[tuple[int, int]] = set()
-        self.activated: list[Activated] = []
-        self.group_winners: dict[str, int] = {}
-        self.budgets = [_Budget() for _ in books]
-        # Content scanned by recursion, one (joined text, [(uid, content)]) per step that added some.
-        self.recursion_steps: list[tuple[_Text, list[tuple[int, _Text]]]] = []
-        self.recursion_text: _Text | None = None
+        self.recursion: list[str] = []
+        self.recursion_sources: list[tuple[int, str]] = []
+        self.level = 0  # scan passes after the first
+        self.contents: dict[tuple[int, int], str] = {}
+
+    def _sorted(self, plans: list[_Plan]) -> list[_Plan]:
+        """Order entries as SillyTavern does: chat lore, then by strategy; higher `order` first.
+
+        Ties keep book order, and within a book ascending uid (how JavaScript lists a book's
+        numbered entries).
+        """
+        strategy = self.settings.insertion_strategy
+        base = sorted(plans, key=lambda p: (p.book_index, p.entry.uid))
+
+        def rank(plan: _Plan) -> int:
+            kind = plan.book.kind
+            if kind == BookKind.CHAT:
+                return 0
+            if strategy == InsertionStrategy.CHARACTER_FIRST:
+                return 1 if kind == BookKind.CHARACTER else 2
+            if strategy == InsertionStrategy.GLOBAL_FIRST:
+                return 1 if kind != BookKind.CHARACTER else 2
+            # Evenly: global books are listed before character books, then sorted together.
+            return 1
+
+        if strategy not in (InsertionStrategy.CHARACTER_FIRST, InsertionStrategy.GLOBAL_FIRST):
+            base.sort(key=lambda p: p.book.kind == BookKind.CHARACTER)
+        return sorted(base, key=lambda p: (rank(p), -p.entry.order))
+
+    def _budget(self) -> int:
+        budget = self.settings.token_budget or max((b.token_budget for b in self.books), default=0)
+        cap = self.settings.budget_cap
+        if cap > 0 and (budget <= 0 or budget > cap):
+            budget = cap
+        return budget
 
     def run(self) -> Result:
-        recursion_limit = self._recursion_limit()
-        new_text = self._admit(self._initial_candidates())
-        level = 0
-        while level < recursion_limit:
-            level += 1
-            if new_text is None and not self._delayed_pending(level):
+        settings = self.settings
+        budget = self._budget()
+        limit = self._recursion_limit()
+        levels = list(self.delay_levels)
+        current_level = levels.pop(0) if levels else 0
+        scan_state = _INITIAL
+        overflowed = False
+        activated_text = ""
+        passes = 0
+        while scan_state:
+            if limit and limit <= passes:
                 break
-            new_text = self._admit(self._recursion_candidates(level, new_text))
-        for key in self.timed_out - self.active:
+            passes += 1
+            self.level = passes - 1
+            found = self._scan(scan_state, current_level)
+            found.sort(key=lambda c: (not c[1], self.order_of[c[0].key]))
+            text_tokens = self.count_tokens(activated_text)
+            new = self._filter_groups(found, scan_state)
+            new_content = ""
+            for plan, sticky, reason in new:
+                if not sticky and not self._roll(plan.entry):
+                    self.failed.add(plan.key)
+                    self.rejected[plan.key] = "probability roll failed"
+                    continue
+                content = self.contents[plan.key] = self.substitute(plan.content) if plan.content else ""
+                new_content += f"{content}\n"
+                if budget > 0 and text_tokens + self.count_tokens(new_content) >= budget:
+                    overflowed = True
+                    self.rejected[plan.key] = "over the world-info token budget"
+                    break
+                self.rejected.pop(plan.key, None)
+                self.activated[plan.key] = Activated(
+                    book_id=plan.book.id, entry=replace(plan.entry, content=content), reason=reason
+                )
+            if overflowed:
+                for plan, _, _ in new:
+                    if plan.key not in self.activated and plan.key not in self.failed:
+                        self.rejected.setdefault(plan.key, "over the world-info token budget")
+            successful = [plan for plan, _, _ in new if plan.key not in self.failed]
+            for_recursion = [p for p in successful if not p.entry.prevent_recursion and p.book.recursive]
+            next_state = 0
+            if self.recursive and not overflowed and for_recursion:
+                next_state = _RECURSION
+            if self.recursive and not overflowed and scan_state == _MIN_ACTIVATIONS and self.recursion:
+                next_state = _RECURSION
+            wanted = settings.min_activations
+            if not next_state and not overflowed and wanted > 0 and len(self.activated) < wanted:
+                depth = self.base_depth + self.skew
+                deepest = settings.min_activations_depth_max
+                if not ((deepest > 0 and depth > deepest) or depth > len(self.chat.newest_first)):
+                    next_state = _MIN_ACTIVATIONS
+                    self.skew += 1
+            if not next_state and levels:
+                next_state = _RECURSION
+                current_level = levels.pop(0)
+            scan_state = next_state
+            if scan_state:
+                text = "\n".join(self.contents.get(p.key, p.content) for p in for_recursion)
+                self.recursion.append(text)
+                self.recursion_sources += [
+                    (p.entry.uid, self.contents.get(p.key, p.content)) for p in for_recursion
+                ]
+                activated_text = f"{text}\n{activated_text}"
+        for key in self.timed_out - self.activated.keys():
             self.rejected.setdefault(key, "regex key timed out")
-        activated = sorted(
-            self.activated, key=lambda a: (a.entry.position, a.entry.order, a.entry.uid, a.book_id)
+        for activated in self.activated.values():
+            self._start_timed_effects(activated)
+        return Result(
+            activated=self._prompt_order(), rejected=self.rejected, state=TimedState(effects=self.effects)
         )
-        return Result(activated=activated, rejected=self.rejected, state=TimedState(effects=self.effects))
+
+    def _prompt_order(self) -> list[Activated]:
+        """Group by position, lowest `order` first; among equal orders the later-activated entry first."""
+        ranked = list(reversed(self.activated.values()))
+        return sorted(ranked, key=lambda a: (a.entry.position, a.entry.order))
 
     def _recursion_limit(self) -> int:
-        limits = [
-            min(book.max_recursion_steps or RECURSION_HARD_CAP, RECURSION_HARD_CAP)
-            for book in self.books
-            if book.recursive
-        ]
-        return max(limits, default=0)
+        """Return how many scan passes may run in all: 1 means the first scan only, 0 unlimited."""
+        limits = [book.max_recursion_steps for book in self.books if book.recursive]
+        if self.settings.max_recursion_steps is not None:
+            limits = [self.settings.max_recursion_steps]
+        limit = max(limits, default=0)
+        return min(limit, RECURSION_HARD_CAP) if limit else RECURSION_HARD_CAP
 
-    def _delayed_pending(self, level: int) -> bool:
-        return any(
-            plan.book.recursive and plan.entry.delay_until_recursion >= level and self._open(plan)
-            for plan in self.delayed
-        )
-
-    def _open(self, plan: _Plan) -> bool:
-        return plan.key not in self.active and plan.key not in self.final
-
-    def _initial_candidates(self) -> list[_Candidate]:
-        candidates = []
+    def _scan(self, scan_state: int, level: int) -> list[tuple[_Plan, bool, str]]:
+        found = []
         for plan in self.plans:
-            effect = self.effects.get(plan.key)
-            left = effect.sticky_left(self.now) if effect else 0
-            if left:
-                reason = f"sticky ({_plural(left, 'more message')})"
-                candidates.append(_Candidate(plan, reason, (), sticky=True))
+            if plan.key in self.failed or plan.key in self.activated:
                 continue
-            candidate = self._evaluate(plan, 0)
+            candidate = self._evaluate(plan, scan_state, level)
             if candidate is not None:
-                candidates.append(candidate)
-        return candidates
+                found.append(candidate)
+        return found
 
-    def _recursion_candidates(self, level: int, new_text: _Text | None) -> list[_Candidate]:
-        """Evaluate the entries this step could change.
-
-        An open entry already failed against the text before `new_text` (more text only makes
-        NOT_ANY / NOT_ALL harder to pass), so it can only match now if one of its keys is in
-        `new_text`, unless its delay level has just come.
-        """
-        candidates = []
-        for plan in self.plans:
-            if not plan.book.recursive or not self._open(plan):
-                continue
-            if plan.entry.delay_until_recursion != level and (
-                new_text is None or plan.entry.exclude_recursion or not plan.mentioned_in(new_text)
-            ):
-                continue
-            candidate = self._evaluate(plan, level)
-            if candidate is not None:
-                candidates.append(candidate)
-        return candidates
-
-    def _evaluate(self, plan: _Plan, level: int) -> _Candidate | None:
-        """Match one entry at a recursion level; record a rejection when it matched but cannot activate."""
+    def _evaluate(self, plan: _Plan, scan_state: int, level: int) -> tuple[_Plan, bool, str] | None:
         entry = plan.entry
-        texts = [self.chat.text(plan.scan_depth)]
-        if level and not entry.exclude_recursion and self.recursion_text is not None:
-            texts.append(self.recursion_text)
-        if entry.constant:
-            reason = "constant"
-        else:
-            hit, timed_out = plan.match(texts)
-            if timed_out:
-                self.timed_out.add(plan.key)
-            if hit is None:
-                return None
-            reason = self._key_reason(plan, hit, level)
-        if entry.delay and self.now < entry.delay:
-            return self._reject(plan, f"delayed until message {entry.delay}")
-        effect = self.effects.get(plan.key)
-        cooldown = effect.cooldown_left(self.now) if effect else 0
-        if cooldown:
-            return self._reject(plan, f"cooldown ({_plural(cooldown, 'more message')})")
-        if entry.delay_until_recursion > level:
-            self.rejected[plan.key] = f"delayed until recursion level {entry.delay_until_recursion}"
+        if not _filter_applies(entry, self.character):
+            self.rejected[plan.key] = "not for this character"
             return None
-        return _Candidate(plan, reason, texts)
+        effect = self.effects.get(plan.key)
+        sticky = bool(effect and effect.sticky_left(self.now))
+        if entry.delay and self.now < entry.delay:
+            self.rejected[plan.key] = f"delayed until message {entry.delay}"
+            return None
+        cooldown = effect.cooldown_left(self.now) if effect else 0
+        if cooldown and not sticky:
+            self.rejected[plan.key] = f"cooldown ({_plural(cooldown, 'more message')})"
+            return None
+        delayed = entry.delay_until_recursion
+        if (
+            delayed
+            and not sticky
+            and (scan_state != _RECURSION or delayed > level or not plan.book.recursive)
+        ):
+            self.rejected[plan.key] = f"delayed until recursion level {delayed}"
+            return None
+        if scan_state == _RECURSION and entry.exclude_recursion and not sticky:
+            return None
+        if "@@activate" in plan.decorators:
+            return plan, sticky, "@@activate decorator"
+        if "@@dont_activate" in plan.decorators:
+            return None
+        if entry.constant:
+            return plan, sticky, "constant"
+        if sticky:
+            left = effect.sticky_left(self.now) if effect else 0
+            return plan, True, f"sticky ({_plural(left, 'more message')})"
+        if not plan.primary:
+            return None
+        text = self._text(plan, scan_state)
+        hit, timed_out = plan.match(text)
+        if timed_out:
+            self.timed_out.add(plan.key)
+        if hit is None:
+            return None
+        return plan, False, self._key_reason(plan, hit, scan_state)
 
-    def _key_reason(self, plan: _Plan, key: _Key, level: int) -> str:
-        where = self.chat.locate(key, plan.scan_depth)
+    def _depth(self, plan: _Plan) -> int:
+        return plan.scan_depth if plan.scan_depth is not None else plan.book.scan_depth + self.skew
+
+    def _text(self, plan: _Plan, scan_state: int) -> _Text:
+        # The minimum-activations pass does not rescan recursion text, and a non-recursive book never does.
+        use_recursion = scan_state != _MIN_ACTIVATIONS and plan.book.recursive
+        return self.chat.text(self._depth(plan), self.recursion if use_recursion else ())
+
+    def _key_reason(self, plan: _Plan, key: _Key, scan_state: int) -> str:
+        where = self.chat.locate(key, self._depth(plan))
+        suffix = f" at recursion level {self.level}" if scan_state == _RECURSION else ""
         if where is not None:
-            suffix = f" at recursion level {level}" if level else ""
             return f'key "{key.label}" in {where}{suffix}'
-        for joined, sources in reversed(self.recursion_steps):
-            if key.test(joined):
-                for uid, text in reversed(sources):
-                    if key.test(text):
-                        return f'recursion: key "{key.label}" in entry {uid}'
+        for uid, text in reversed(self.recursion_sources):
+            if key.test(_Text(_MATCHER + text)):
+                return f'recursion: key "{key.label}" in entry {uid}'
         # Only a key spanning two messages gets here: it matched the joined text but no single part.
         return f'key "{key.label}" in the recent messages'
 
-    def _reject(self, plan: _Plan, reason: str) -> None:
-        self.rejected[plan.key] = reason
-        self.final.add(plan.key)
-
-    def _admit(self, candidates: list[_Candidate]) -> _Text | None:
-        """Apply groups, probability and budgets to one step's matches; return the new recursion text."""
-        candidates.sort(
-            key=lambda c: (
-                not c.sticky,
-                not c.plan.entry.constant,
-                -c.plan.entry.order,
-                c.plan.entry.uid,
-                c.plan.book_index,
-            )
-        )
-        sources: list[tuple[int, _Text]] = []
-        for candidate in self._filter_groups(candidates):
-            plan, entry = candidate.plan, candidate.plan.entry
-            book, budget = plan.book, self.budgets[plan.book_index]
-            over_budget = f'over the token budget of book "{book.name or book.id}"'
-            if budget.overflowed:
-                self._reject(plan, over_budget)
-                continue
-            if not candidate.sticky and not self._roll(entry):
-                self._reject(plan, "probability roll failed")
-                continue
-            tokens = self.count_tokens(entry.content)
-            if book.token_budget > 0 and budget.used + tokens > book.token_budget:
-                # SillyTavern stops filling once the budget overflows rather than looking for smaller entries.
-                budget.overflowed = True
-                self._reject(plan, over_budget)
-                continue
-            budget.used += tokens
-            self.active.add(plan.key)
-            self.rejected.pop(plan.key, None)
-            self.activated.append(Activated(book_id=book.id, entry=entry, reason=candidate.reason))
-            for name in plan.groups:
-                self.group_winners.setdefault(name, entry.uid)
-            if not candidate.sticky:
-                self._start_timed_effects(plan)
-            if book.recursive and not entry.prevent_recursion and entry.content:
-                sources.append((entry.uid, _Text(entry.content)))
-        if not sources:
-            return None
-        new_text = _Text("\n".join(text.raw for _, text in sources))
-        self.recursion_steps.append((new_text, sources))
-        self.recursion_text = _Text("\n".join(joined.raw for joined, _ in self.recursion_steps))
-        return new_text
-
     def _roll(self, entry: Entry) -> bool:
-        if not entry.use_probability or entry.probability >= 100:
+        if not entry.use_probability or entry.probability == 100:
             return True
-        if entry.probability <= 0:
-            return False
-        return self.rng.random() * 100 < entry.probability
+        return self.rng.random() * 100 <= entry.probability
 
-    def _start_timed_effects(self, plan: _Plan) -> None:
-        entry = plan.entry
+    def _start_timed_effects(self, activated: Activated) -> None:
+        key = (activated.book_id, activated.entry.uid)
+        entry = activated.entry
+        effect = self.effects.get(key)
+        if effect is not None and effect.activated_at < self.now:
+            return  # already running: SillyTavern does not restart a live effect
         sticky = entry.sticky if entry.sticky and entry.sticky > 0 else 0
         cooldown = entry.cooldown if entry.cooldown and entry.cooldown > 0 else 0
         if not sticky and not cooldown:
-            self.effects.pop(plan.key, None)
+            self.effects.pop(key, None)
             return
         sticky_until = self.now + sticky if sticky else None
         cooldown_until = (sticky_until or self.now) + cooldown if cooldown else None
-        self.effects[plan.key] = TimedEffect(self.now, sticky_until, cooldown_until)
+        self.effects[key] = TimedEffect(self.now, sticky_until, cooldown_until)
 
-    def _filter_groups(self, candidates: list[_Candidate]) -> list[_Candidate]:
-        """Keep one entry per inclusion group; the candidates come sorted, which fixes the rng order."""
-        names = dict.fromkeys(name for c in candidates for name in c.plan.groups)
-        lost: set[int] = set()
-        for name in names:
-            members = [c for c in candidates if name in c.plan.groups and id(c) not in lost]
-            earlier = self.group_winners.get(name)
-            if earlier is not None:
-                winner_uid, losers = earlier, members
-            elif len(members) > 1:
-                winner, members = self._score_group(name, members, lost)
-                winner = winner or self._pick_winner(members)
-                winner_uid, losers = winner.plan.entry.uid, [c for c in members if c is not winner]
-            else:
+    def _filter_groups(
+        self, found: list[tuple[_Plan, bool, str]], scan_state: int
+    ) -> list[tuple[_Plan, bool, str]]:
+        """Keep one entry per inclusion group, as SillyTavern's `filterByInclusionGroups` does."""
+        groups: dict[str, list[tuple[_Plan, bool, str]]] = {}
+        for candidate in found:
+            for name in candidate[0].groups:
+                groups.setdefault(name, []).append(candidate)
+        if not groups:
+            return found
+        kept = list(found)
+
+        def remove(candidate: tuple[_Plan, bool, str], name: str, winner: str) -> None:
+            if candidate in kept:
+                kept.remove(candidate)
+                # A loser is scanned again in later passes; its first loss is the reason worth showing.
+                if not self.rejected.get(candidate[0].key, "").startswith("lost inclusion group"):
+                    self.rejected[candidate[0].key] = f'lost inclusion group "{name}" to {winner}'
+
+        has_sticky = {}
+        for name, members in groups.items():
+            sticky = [c for c in members if c[1]]
+            has_sticky[name] = bool(sticky)
+            for candidate in members:
+                if sticky and not candidate[1]:
+                    remove(candidate, name, f"sticky entry {sticky[0][0].entry.uid}")
+        global_scoring = self.settings.use_group_scoring
+        for name, members in groups.items():
+            if has_sticky[name] or not (global_scoring or any(c[0].entry.use_group_scoring for c in members)):
                 continue
-            for loser in losers:
-                lost.add(id(loser))
-                self._reject(loser.plan, f'lost inclusion group "{name}" to entry {winner_uid}')
-        return [c for c in candidates if id(c) not in lost]
-
-    def _score_group(
-        self, name: str, members: list[_Candidate], lost: set[int]
-    ) -> tuple[_Candidate | None, list[_Candidate]]:
-        """Drop scored members with fewer key matches than the best; return a sticky winner if any."""
-        sticky = next((c for c in members if c.sticky), None)
-        if sticky is not None:
-            return sticky, members
-        if not any(c.plan.entry.use_group_scoring for c in members):
-            return None, members
-        scores = [c.plan.score(c.texts) for c in members]
-        best = max(scores)
-        leader = members[scores.index(best)].plan.entry.uid
-        kept = []
-        for candidate, score in zip(members, scores, strict=True):
-            if candidate.plan.entry.use_group_scoring and score < best:
-                lost.add(id(candidate))
-                self._reject(candidate.plan, f'lost inclusion group "{name}" to entry {leader}')
+            scores = [c[0].score(self._text(c[0], scan_state)) for c in members]
+            best = max(scores)
+            leader = members[scores.index(best)][0].entry.uid
+            survivors = []
+            for candidate, score in zip(members, scores, strict=True):
+                scored = candidate[0].entry.use_group_scoring
+                if (global_scoring if scored is None else scored) and score < best:
+                    remove(candidate, name, f"entry {leader}, which matched more keys")
+                else:
+                    survivors.append(candidate)
+            groups[name] = survivors
+        for name, members in groups.items():
+            if has_sticky[name]:
+                continue
+            earlier = next((a for a in self.activated.values() if a.entry.group == name), None)
+            if earlier is not None:
+                for candidate in members:
+                    remove(candidate, name, f"entry {earlier.entry.uid}, active already")
+                continue
+            if len(members) <= 1:
+                continue
+            overriding = [c for c in members if c[0].entry.group_override]
+            if overriding:
+                winner = max(overriding, key=lambda c: c[0].entry.order)  # max keeps the first of equals
             else:
-                kept.append(candidate)
-        return None, kept
+                winner = self._weighted_pick(members)
+                if winner is None:
+                    continue
+            for candidate in members:
+                if candidate is not winner:
+                    remove(candidate, name, f"entry {winner[0].entry.uid}")
+        return kept
 
-    def _pick_winner(self, members: list[_Candidate]) -> _Candidate:
-        overriding = [c for c in members if c.plan.entry.group_override]
-        if overriding:
-            return max(overriding, key=lambda c: (c.plan.entry.order, -c.plan.entry.uid))
-        if len(members) == 1:
-            return members[0]
-        weights = [max(0, c.plan.entry.group_weight) for c in members]
-        total = sum(weights)
-        if total <= 0:
-            return max(members, key=lambda c: (c.plan.entry.order, -c.plan.entry.uid))
+    def _weighted_pick(self, members: list[tuple[_Plan, bool, str]]) -> tuple[_Plan, bool, str] | None:
+        total = sum(c[0].entry.group_weight for c in members)
         roll = self.rng.random() * total
         reached = 0
-        for candidate, weight in zip(members, weights, strict=True):
-            reached += weight
-            if roll < reached:
+        for candidate in members:
+            reached += candidate[0].entry.group_weight
+            if roll <= reached:
                 return candidate
-        return next(c for c, w in zip(members, weights, strict=True) if w > 0)
+        return None
 
 
 def _live_effects(state: TimedState | None, message_count: int) -> dict[tuple[int, int], TimedEffect]:
@@ -845,7 +1043,7 @@ def _live_effects(state: TimedState | None, message_count: int) -> dict[tuple[in
 
 def activate(
     books: Sequence[Book],
-    messages: Sequence[str],
+    messages: Sequence[str | tuple[str, str]],
     *,
     message_count: int | None = None,
     state: TimedState | None = None,
@@ -853,23 +1051,36 @@ def activate(
     count_tokens: Callable[[str], int] | None = None,
     regex_timeout: float = 0.1,
     extra_scan_text: Sequence[str] = (),
+    settings: Settings | None = None,
+    substitute: Callable[[str], str] | None = None,
+    character: Character | None = None,
 ) -> Result:
     """Return the world-info entries the chat activates, the ones dropped and why, and the new timed state.
 
-    `messages` are oldest first; each book (or entry override) scans only its newest `scan_depth`
-    of them plus `extra_scan_text`. `message_count` (default `len(messages)`) drives sticky,
-    cooldown and delay. `max_recursion_steps` counts recursion passes after the first scan; the
-    highest among recursive books applies, 0 meaning up to `RECURSION_HARD_CAP`. The passed
-    `state` is not modified.
+    `messages` are oldest first, each a text or a `(speaker name, text)` pair; with
+    `settings.include_names` a pair is scanned as "Name: text", as SillyTavern scans it. Each
+    book (or entry override) scans only its newest `scan_depth` of them plus `extra_scan_text`.
+    `message_count` (default `len(messages)`) drives sticky, cooldown and delay: SillyTavern
+    counts the chat's visible messages. `substitute` expands macros such as {{char}} in keys
+    and in activated content; `character` is who the prompt is for, which character filters
+    test. The passed `state` is not modified.
     """
-    now = len(messages) if message_count is None else message_count
+    settings = settings or Settings()
+    texts = [
+        (f"{m[0]}: {m[1]}" if settings.include_names else m[1]) if isinstance(m, tuple) else m
+        for m in messages
+    ]
+    now = len(texts) if message_count is None else message_count
     run = _Activation(
         books=books,
-        chat=_Chat(messages, extra_scan_text, now),
+        chat=_Chat(texts, extra_scan_text, now),
         message_count=now,
         effects=_live_effects(state, now),
         rng=rng if rng is not None else random.Random(),
         count_tokens=count_tokens or default_count_tokens,
         regex_timeout=regex_timeout,
+        settings=settings,
+        substitute=substitute or (lambda text: text),
+        character=character,
     )
     return run.run()
