@@ -1,8 +1,14 @@
 """SillyTavern chat-completion and text-completion presets to and from OrbChat's normalized preset.
 
 A normalized preset is {"name", "sections", "samplers", "extra"}. `samplers` holds only the settings
-the file sets (under OrbChat's names); `extra` keeps every other top-level key verbatim so an export
-gives it back. Parsers return (preset, unmapped): the human-readable names of what did not map.
+the file sets (under OrbChat's names); `extra` keeps every other top-level key verbatim, including a
+chat-completion preset's own `prompts` and `prompt_order`, so an export gives the file back: a prompt
+is written as it came with only what was edited in OrbChat changed. Parsers return (preset,
+unmapped): the human-readable names of what did not map.
+
+SillyTavern presets have no place for OrbChat's Memory and author's note, and none for the card's
+post-history instructions unless they hold the `jailbreak` prompt; the parser adds the missing ones
+(marked `added`, left out of exports) where SillyTavern itself puts them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ ST_MARKERS = {
     "dialogueExamples": "example_dialogue",
     "chatHistory": "chat_history",
 }
+# Markers that carry text of their own (the text a card may override).
+TEXT_MARKERS = ("post_history",)
 MARKER_TO_ST = {marker: identifier for identifier, marker in ST_MARKERS.items()}
 OUR_MARKERS = (
     "main_prompt",
@@ -40,8 +48,17 @@ OUR_MARKERS = (
     "post_history",
     "authors_note",
 )
-# SillyTavern's built-in prompts that hold text of their own: imported as literal sections.
+# SillyTavern's built-in prompts that hold text of their own: imported as literal sections, but for
+# the post-history prompt, which becomes the post-history marker: its text, unless the card's own
+# instructions replace it (a preset that also holds OrbChat's own marker keeps it a literal).
 ST_LITERALS = ("main", "nsfw", "jailbreak", "enhanceDefinitions")
+POST_HISTORY_PROMPT = "jailbreak"
+# Sections an import adds when the preset has no marker for them -> where they go, in words.
+ADDED_PLACES = {
+    "memory": "after the chat history",
+    "authors_note": "in the chat history at the author's note's own depth, with its world info",
+    "post_history": "after the chat history, for the card's post-history instructions",
+}
 DEFAULT_NAMES = {
     "main": "Main Prompt",
     "nsfw": "Auxiliary Prompt",
@@ -109,6 +126,15 @@ TEXT_SAMPLERS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "genamt": ("max_tokens", _count),
     "seed": ("seed", _seed),
 }
+NOVELAI_SAMPLERS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "temperature": ("temperature", _float),
+    "top_p": ("top_p", _float),
+    "top_k": ("top_k", _count),
+    "min_p": ("min_p", _float),
+    "repetition_penalty": ("repetition_penalty", _float),
+    "max_length": ("max_tokens", _count),
+    "max_context": ("context_size", _count),
+}
 
 
 def _samplers(
@@ -140,8 +166,8 @@ def _load(data: bytes | str | dict, max_bytes: int) -> dict:
     return obj
 
 
-def _pick_order(prompt_order: Any) -> list[tuple[str, bool]] | None:
-    """Return [(identifier, enabled)] of the global order, or None when the preset has none."""
+def _global_order(prompt_order: Any) -> dict | None:
+    """Return the prompt order entry SillyTavern uses for every character, or None when there is none."""
     if not isinstance(prompt_order, list):
         return None
     candidates = [
@@ -154,8 +180,14 @@ def _pick_order(prompt_order: Any) -> list[tuple[str, bool]] | None:
         character_id = item.get("character_id")
         by_id.setdefault(int(character_id) if str(character_id).isdigit() else character_id, item)
     chosen = next((by_id[i] for i in GLOBAL_ORDER_IDS if i in by_id and by_id[i]["order"]), None)
+    return chosen or max(candidates, key=lambda item: len(item["order"]))
+
+
+def _pick_order(prompt_order: Any) -> list[tuple[str, bool]] | None:
+    """Return [(identifier, enabled)] of the global order, or None when the preset has none."""
+    chosen = _global_order(prompt_order)
     if chosen is None:
-        chosen = max(candidates, key=lambda item: len(item["order"]))
+        return None
     order = []
     for item in chosen["order"]:
         if isinstance(item, dict) and isinstance(item.get("identifier"), str) and item["identifier"]:
@@ -183,17 +215,46 @@ def _section(identifier: str, prompt: dict | None, enabled: bool, unmapped: list
     except ValueError:
         depth = DEFAULT_DEPTH
     content = prompt.get("content")
+    has_text = marker is None or marker in TEXT_MARKERS
     return {
         "identifier": identifier,
         "kind": "marker" if marker else "literal",
         "marker": marker,
         "name": name,
         "role": prompt["role"] if prompt.get("role") in ROLES else "system",
-        "text": "" if marker or not isinstance(content, str) else content,
+        "text": content if has_text and isinstance(content, str) else "",
         "enabled": enabled,
         "injection": injection,
         "depth": depth,
+        "forbid_overrides": prompt.get("forbid_overrides") is True,
     }
+
+
+def _added(marker: str) -> dict:
+    return {
+        "identifier": marker,
+        "kind": "marker",
+        "marker": marker,
+        "name": DEFAULT_NAMES[marker],
+        "role": "system",
+        "text": "",
+        "enabled": True,
+        # An author's note "in order" goes in at the note's own depth (see prompting.assemble).
+        "injection": "relative",
+        "depth": DEFAULT_DEPTH,
+        "forbid_overrides": False,
+        "added": True,
+    }
+
+
+def _add_missing(sections: list[dict]) -> None:
+    """Add Memory, the author's note and post-history instructions after the chat history, when missing."""
+    present = {section["marker"] for section in sections if section["kind"] == "marker"}
+    at = next((i + 1 for i, s in enumerate(sections) if s["marker"] == "chat_history"), len(sections))
+    for marker in ADDED_PLACES:
+        if marker not in present:
+            sections.insert(at, _added(marker))
+            at += 1
 
 
 def parse_chat_completion_preset(
@@ -216,21 +277,33 @@ def parse_chat_completion_preset(
         by_id.setdefault(identifier, prompt)
 
     order = _pick_order(obj.get("prompt_order"))
+    unlisted: set[str] = set()
     if order is None:
         order = [(identifier, prompt.get("enabled") is not False) for identifier, prompt in by_id.items()]
     else:
         # Prompts left out of the order stay available, switched off, as SillyTavern keeps them.
         listed = {identifier for identifier, _ in order}
-        order += [(identifier, False) for identifier in by_id if identifier not in listed]
+        unlisted = {identifier for identifier in by_id if identifier not in listed}
+        order += [(identifier, False) for identifier in by_id if identifier in unlisted]
     sections = []
     seen: set[str] = set()
+    has_own_post_history = "post_history" in by_id or any(i == "post_history" for i, _ in order)
     for identifier, enabled in order:
         if identifier in seen:
             continue
         seen.add(identifier)
         section = _section(identifier, by_id.get(identifier), enabled, unmapped)
-        if section is not None:
-            sections.append(section)
+        if section is None:
+            continue
+        if identifier == POST_HISTORY_PROMPT and not has_own_post_history:
+            section.update(kind="marker", marker="post_history")
+        if identifier in unlisted:
+            section["unlisted"] = True
+        sections.append(section)
+    _add_missing(sections)
+    extra["prompts"] = copy.deepcopy(prompts)
+    if "prompt_order" in obj:
+        extra["prompt_order"] = copy.deepcopy(obj["prompt_order"])
     return {"name": name, "sections": sections, "samplers": samplers, "extra": extra}, unmapped
 
 
@@ -249,13 +322,27 @@ def _export_identifier(section: dict, index: int, used: set[str]) -> str | None:
     return candidate
 
 
+def _st_fields(section: dict) -> dict:
+    """Return the prompt fields a section sets, under SillyTavern's names."""
+    fields: dict[str, Any] = {
+        "name": section.get("name") or "",
+        "role": section.get("role") if section.get("role") in ROLES else "system",
+        "injection_position": 1 if section.get("injection") == "depth" else 0,
+        "injection_depth": section.get("depth", DEFAULT_DEPTH),
+        "forbid_overrides": bool(section.get("forbid_overrides")),
+    }
+    if section.get("kind") != "marker" or section.get("marker") in TEXT_MARKERS:
+        fields["content"] = section.get("text") or ""
+    return fields
+
+
 def _export_prompt(section: dict, identifier: str) -> dict:
     name = section.get("name") or DEFAULT_NAMES.get(identifier, identifier)
     role = section.get("role") if section.get("role") in ROLES else "system"
     position = 1 if section.get("injection") == "depth" else 0
     depth = section.get("depth", DEFAULT_DEPTH)
     prompt: dict[str, Any] = {"identifier": identifier, "name": name}
-    if section.get("kind") == "marker":
+    if section.get("kind") == "marker" and section.get("marker") not in TEXT_MARKERS:
         prompt.update(system_prompt=True, marker=True)
         if role != "system":
             prompt["role"] = role
@@ -270,11 +357,47 @@ def _export_prompt(section: dict, identifier: str) -> dict:
         injection_position=position,
         injection_depth=depth,
     )
+    if section.get("forbid_overrides"):
+        prompt["forbid_overrides"] = True
     return prompt
 
 
+def _merge_prompt(raw: dict, section: dict) -> dict:
+    """Return the prompt as the file had it, with what was changed in OrbChat written over it."""
+    identifier = raw["identifier"]
+    before = _st_fields(_section(identifier, raw, True, []) or {})
+    out = copy.deepcopy(raw)
+    for key, value in _st_fields(section).items():
+        if before.get(key) != value:
+            out[key] = value
+    return out
+
+
+def _is_used(raw: Any) -> bool:
+    """Tell whether a prompt of the file becomes a section (the rest are kept only for export)."""
+    identifier = raw.get("identifier") if isinstance(raw, dict) else None
+    return isinstance(identifier, str) and bool(identifier) and bool(_section(identifier, raw, True, []))
+
+
+def _export_order(raw_order: list, order: list[dict], by_id: dict[str, dict], present: set[str]) -> list:
+    """Return the global order: OrbChat's sections, and where they were, the file's unmapped entries."""
+    result = list(order)
+    previous: str | None = None
+    for item in raw_order:
+        identifier = item.get("identifier") if isinstance(item, dict) else None
+        if identifier in present:
+            previous = identifier
+            continue
+        if isinstance(identifier, str) and _section(identifier, by_id.get(identifier), True, []):
+            continue  # a section the user deleted
+        at = next((i + 1 for i, o in enumerate(result) if o.get("identifier") == previous), 0)
+        result.insert(at, copy.deepcopy(item))
+        previous = identifier
+    return result
+
+
 def export_chat_completion_preset(preset: dict) -> dict:
-    """Return the preset as a SillyTavern chat-completion preset (prompts and the global orders)."""
+    """Return the preset as a SillyTavern chat-completion preset (prompts and the global order)."""
     samplers = preset.get("samplers") if isinstance(preset.get("samplers"), dict) else {}
     out: dict[str, Any] = {}
     for theirs, (ours, _) in CHAT_SAMPLERS.items():
@@ -289,37 +412,63 @@ def export_chat_completion_preset(preset: dict) -> dict:
     for key, value in extra.items():
         if key not in ("prompts", "prompt_order"):
             out.setdefault(key, copy.deepcopy(value))
-    prompts, order, used = [], [], set()
-    for index, section in enumerate(preset.get("sections") or []):
-        identifier = _export_identifier(section, index, used)
-        if identifier is None:
-            continue
-        used.add(identifier)
-        prompts.append(_export_prompt(section, identifier))
-        order.append({"identifier": identifier, "enabled": bool(section.get("enabled", True))})
+    raw_prompts = extra.get("prompts") if isinstance(extra.get("prompts"), list) else []
+    by_id: dict[str, dict] = {}
+    for raw in raw_prompts:
+        if isinstance(raw, dict) and isinstance(raw.get("identifier"), str) and raw["identifier"]:
+            by_id.setdefault(raw["identifier"], raw)
+
+    sections = [s for s in preset.get("sections") or [] if isinstance(s, dict) and not s.get("added")]
+    written: dict[str, dict] = {}
+    order, used = [], set(by_id)
+    for index, section in enumerate(sections):
+        identifier = section.get("identifier")
+        if identifier in by_id and identifier not in written:
+            written[identifier] = _merge_prompt(by_id[identifier], section)
+        else:
+            identifier = _export_identifier(section, index, used | written.keys())
+            if identifier is None:
+                continue
+            written[identifier] = _export_prompt(section, identifier)
+        if not (section.get("unlisted") and not section.get("enabled", True)):
+            order.append({"identifier": identifier, "enabled": bool(section.get("enabled", True))})
+
+    prompts, emitted = [], set()
+    for raw in raw_prompts:
+        identifier = raw.get("identifier") if isinstance(raw, dict) else None
+        if identifier in written and identifier not in emitted:
+            prompts.append(written[identifier])
+            emitted.add(identifier)
+        elif identifier in emitted or not _is_used(raw):
+            prompts.append(copy.deepcopy(raw))  # a prompt OrbChat does not use
+    prompts += [prompt for identifier, prompt in written.items() if identifier not in emitted]
     out["prompts"] = prompts
+
+    raw_order = extra.get("prompt_order")
+    chosen = _global_order(raw_order)
+    if chosen is None:
+        out["prompt_order"] = [
+            {"character_id": 100000, "order": order},
+            {"character_id": 100001, "order": copy.deepcopy(order)},
+        ]
+        return out
     out["prompt_order"] = [
-        {"character_id": 100000, "order": order},
-        {"character_id": 100001, "order": copy.deepcopy(order)},
+        {**copy.deepcopy(item), "order": _export_order(chosen["order"], order, by_id, set(written))}
+        if item is chosen
+        else copy.deepcopy(item)
+        for item in raw_order
     ]
     return out
 
 
 def parse_text_completion_preset(
-    data: bytes | str | dict, *, name: str = "", max_bytes: int = MAX_BYTES
+    data: bytes | str | dict, *, name: str = "", dialect: str = "textgen", max_bytes: int = MAX_BYTES
 ) -> tuple[dict, list[str]]:
-    """Return (preset, unmapped) for a SillyTavern text-completion preset: samplers only."""
+    """Return (preset, unmapped) for a text-completion preset: samplers only.
+
+    `dialect` is "textgen" or "kobold" (SillyTavern's names: `temp`, `rep_pen`, ...) or "novelai".
+    """
     obj = _load(data, max_bytes)
-    samplers, extra, unmapped = _samplers(obj, TEXT_SAMPLERS, ())
+    table = NOVELAI_SAMPLERS if dialect == "novelai" else TEXT_SAMPLERS
+    samplers, extra, unmapped = _samplers(obj, table, ())
     return {"name": name, "sections": [], "samplers": samplers, "extra": extra}, unmapped
-
-
-def detect_preset_kind(obj: Any) -> str | None:
-    """Return "chat" or "text" for a decoded preset, or None when it is neither."""
-    if not isinstance(obj, dict):
-        return None
-    if {"prompts", "prompt_order", "openai_max_context"} & obj.keys():
-        return "chat"
-    if {"temp", "rep_pen"} & obj.keys():
-        return "text"
-    return None

@@ -426,10 +426,74 @@ def export_character_book(book: dict) -> dict:
     return result
 
 
-def is_world_info(obj: Any) -> bool:
-    """Tell whether a decoded JSON object is a World Info file (not a card or a preset)."""
-    return (
-        isinstance(obj, dict)
-        and isinstance(obj.get("entries"), dict | list)
-        and not {"spec", "data", "prompts"} & obj.keys()
-    )
+def _converted(entries: list[tuple[int, dict]], name: str) -> dict:
+    return {"name": name, "entries": _unique_uids([_normalize(v, {}) for _, v in entries]), "extra": {}}
+
+
+def _list_entries(obj: dict, key: str, what: str) -> list[tuple[int, dict]]:
+    items = _items(obj.get(key), what)
+    for index, raw in items:
+        if not isinstance(raw, dict):
+            raise InteropError(f"{what}'s entry {index + 1} is not an object")
+    return items
+
+
+def parse_novelai_lorebook(obj: dict, *, name: str = "") -> dict:
+    """Return the normalized book of a NovelAI lorebook (`lorebookVersion`), as SillyTavern converts it."""
+    entries = []
+    for index, raw in _list_entries(obj, "entries", "the NovelAI lorebook"):
+        context = _dict(raw.get("contextConfig"))
+        values = {
+            "uid": index,
+            "keys": raw.get("keys"),
+            "comment": raw.get("displayName"),
+            "content": raw.get("text"),
+            "selective": False,
+            "order": context.get("budgetPriority", 0),
+            "enabled": raw.get("enabled", True),
+        }
+        entries.append((index, values))
+    return _converted(entries, name)
+
+
+def parse_agnai_memory_book(obj: dict, *, name: str = "") -> dict:
+    """Return the normalized book of an Agnai memory book (`kind: "memory"`)."""
+    entries = []
+    for index, raw in _list_entries(obj, "entries", "the Agnai memory book"):
+        values = {
+            "uid": index,
+            "keys": raw.get("keywords"),
+            "comment": raw.get("name"),
+            "content": raw.get("entry"),
+            "selective": False,
+            "order": raw.get("weight"),
+            "enabled": raw.get("enabled", True),
+        }
+        entries.append((index, values))
+    return _converted(entries, name or _text(obj.get("name")))
+
+
+def parse_risu_lorebook(obj: dict, *, name: str = "") -> dict:
+    """Return the normalized book of a RisuAI lorebook (`type: "risu"`)."""
+    entries = []
+    for index, raw in _list_entries(obj, "data", "the RisuAI lorebook"):
+        values = {
+            "uid": index,
+            "keys": _text(raw.get("key")),
+            "secondary_keys": _text(raw.get("secondkey")),
+            "comment": raw.get("comment"),
+            "content": raw.get("content"),
+            "constant": raw.get("alwaysActive", False),
+            "selective": raw.get("selective", False),
+            "order": raw.get("insertorder"),
+        }
+        if raw.get("activationPercent") is not None:
+            values["probability"] = raw["activationPercent"]
+        entries.append((index, values))
+    return _converted(entries, name)
+
+
+def parse_lorebook_v3(obj: dict, *, name: str = "") -> dict:
+    """Return the normalized book of a Character Card V3 lorebook file (`spec: "lorebook_v3"`)."""
+    book = parse_character_book(_dict(obj.get("data")))
+    return {**book, "name": name or book["name"]}

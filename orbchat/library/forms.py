@@ -126,7 +126,10 @@ class MultipleFileField(forms.FileField):
 
 class UploadForm(forms.Form):
     files = MultipleFileField(
-        help_text="Character cards (PNG or JSON), World Info books and presets from SillyTavern.",
+        help_text=(
+            "Character cards (PNG or JSON), world books (SillyTavern, NovelAI, Agnai, RisuAI), presets, "
+            "instruct and context templates and system prompts."
+        ),
     )
 
     def clean_files(self):

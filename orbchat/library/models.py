@@ -178,3 +178,40 @@ class Preset(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class SillyTavernTemplate(models.Model):
+    """A SillyTavern file kept as it came (`data`), so an export gives every field back."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    name = models.CharField(max_length=200)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name", "pk"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class InstructTemplate(SillyTavernTemplate):
+    """Sequences that wrap each message for a text-completion model (`input_sequence`, ...)."""
+
+    class Meta(SillyTavernTemplate.Meta):
+        default_related_name = "instruct_templates"
+
+
+class ContextTemplate(SillyTavernTemplate):
+    """How a text-completion prompt opens (`story_string`, `example_separator`, `chat_start`)."""
+
+    class Meta(SillyTavernTemplate.Meta):
+        default_related_name = "context_templates"
+
+
+class SystemPrompt(SillyTavernTemplate):
+    """A named system prompt (`name`, `content`)."""
+
+    class Meta(SillyTavernTemplate.Meta):
+        default_related_name = "system_prompts"

@@ -8,7 +8,16 @@ from django.db.models import Count, Model, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from orbchat.accounts.models import User
-from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldEntry
+from orbchat.library.models import (
+    Character,
+    ContextTemplate,
+    InstructTemplate,
+    Persona,
+    Preset,
+    SystemPrompt,
+    WorldBook,
+    WorldEntry,
+)
 
 M = TypeVar("M", bound=Model)
 
@@ -66,3 +75,15 @@ def entry_list(*, book: WorldBook, q: str = "") -> QuerySet[WorldEntry]:
     if q:
         entries = entries.filter(Q(comment__icontains=q) | Q(content__icontains=q) | Q(keys__icontains=q))
     return entries.order_by("uid")
+
+
+def template_groups(*, user: User) -> list[dict]:
+    """Return the user's instruct templates, context templates and system prompts, one group each."""
+    return [
+        {"kind": kind, "title": title, "items": list(model.objects.filter(owner=user))}
+        for kind, title, model in (
+            ("instruct", "Instruct templates", InstructTemplate),
+            ("context", "Context templates", ContextTemplate),
+            ("system_prompt", "System prompts", SystemPrompt),
+        )
+    ]

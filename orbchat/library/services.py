@@ -12,12 +12,21 @@ from django.core.files.base import ContentFile
 from django.db import DataError, IntegrityError, transaction
 
 from orbchat.accounts.models import User
-from orbchat.interop import cards, png
+from orbchat.interop import cards, kinds, png
 from orbchat.interop import presets as st_presets
 from orbchat.interop import worldbooks as st_worldbooks
 from orbchat.interop.errors import InteropError, load_json
 from orbchat.library import images, presets
-from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldEntry
+from orbchat.library.models import (
+    Character,
+    ContextTemplate,
+    InstructTemplate,
+    Persona,
+    Preset,
+    SystemPrompt,
+    WorldBook,
+    WorldEntry,
+)
 
 # A character stores every card field but the embedded lorebook, which becomes a WorldBook.
 CARD_FIELDS = tuple(k for k in cards.CARD_KEYS if k != "character_book")
@@ -312,39 +321,85 @@ def entry_delete(*, entry: WorldEntry) -> None:
     entry.delete()
 
 
+# --- Instruct templates, context templates and system prompts ---------------------------------
+
+TEMPLATE_MODELS: dict[str, type[InstructTemplate | ContextTemplate | SystemPrompt]] = {
+    "instruct": InstructTemplate,
+    "context": ContextTemplate,
+    "system_prompt": SystemPrompt,
+}
+
+
+@transaction.atomic
+def template_create(
+    *, owner: User, kind: str, data: dict, fallback_name: str
+) -> InstructTemplate | ContextTemplate | SystemPrompt:
+    """Store a SillyTavern instruct template, context template or system prompt exactly as it came."""
+    name = data.get("name") if isinstance(data.get("name"), str) and data["name"].strip() else fallback_name
+    return TEMPLATE_MODELS[kind].objects.create(owner=owner, name=name[:200], data=copy.deepcopy(data))
+
+
+@transaction.atomic
+def template_delete(*, template: InstructTemplate | ContextTemplate | SystemPrompt) -> None:
+    template.delete()
+
+
+def template_export(*, template: InstructTemplate | ContextTemplate | SystemPrompt) -> bytes:
+    return json.dumps(template.data, indent=4, ensure_ascii=False).encode()
+
+
 # --- Import of any SillyTavern file -----------------------------------------------------------
+
+WORLD_BOOK_PARSERS = {
+    "sillytavern": st_worldbooks.parse_world_info,
+    "lorebook_v3": st_worldbooks.parse_lorebook_v3,
+    "novelai": st_worldbooks.parse_novelai_lorebook,
+    "agnai": st_worldbooks.parse_agnai_memory_book,
+    "risu": st_worldbooks.parse_risu_lorebook,
+}
+CHAT_REFUSAL = "a SillyTavern chat: import chats onto a character from the Chats page"
 
 
 @dataclass
 class Imported:
-    kind: str  # card, worldbook, preset
-    obj: Character | WorldBook | Preset
+    kind: str  # card, worldbook, preset, instruct, context, system_prompt
+    label: str  # what the file was, in words ("a NovelAI lorebook")
+    obj: Character | WorldBook | Preset | InstructTemplate | ContextTemplate | SystemPrompt
     unmapped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the import added or changed, in words
 
 
-def detect_kind(filename: str, content: bytes) -> tuple[str, object]:
-    """Return (kind, parsed) for a SillyTavern file; raise InteropError when it is none of them."""
+def detect_kind(filename: str, content: bytes) -> tuple[kinds.Kind, object]:
+    """Return (kind, parsed) for a file; raise InteropError saying what it is when it cannot be imported."""
+    suffix = Path(filename).suffix.lower()
     if png.is_png(content):
-        return "card", cards.parse_card_png(content)
-    if Path(filename).suffix.lower() in (".png", ".webp", ".jpg", ".jpeg"):
+        return kinds.CARD, cards.parse_card_png(content)
+    if suffix in (".png", ".webp", ".jpg", ".jpeg"):
         raise InteropError("not a PNG image")
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InteropError("the file is neither a PNG image nor UTF-8 JSON") from exc
+    if suffix == ".jsonl" or kinds.classify_jsonl(text):
+        raise InteropError(CHAT_REFUSAL)
     data = load_json(text, "the file", max_bytes=max_upload_bytes())
-    if not isinstance(data, dict):
-        raise InteropError("the JSON is not an object: expected a card, a world book or a preset")
-    if st_worldbooks.is_world_info(data):
-        return "worldbook", st_worldbooks.parse_world_info(data, name=Path(filename).stem)
-    preset_kind = st_presets.detect_preset_kind(data)
-    if preset_kind == "chat":
-        return "preset", st_presets.parse_chat_completion_preset(data, name=Path(filename).stem)
-    if preset_kind == "text":
-        return "preset", st_presets.parse_text_completion_preset(data, name=Path(filename).stem)
-    if "spec" in data or "data" in data or "name" in data:
-        return "card", (cards.parse_card_json(data), None)
-    raise InteropError("this JSON is not a character card, a World Info book or a preset")
+    kind = kinds.classify(data)
+    if kind is None:
+        raise InteropError(f"not a file OrbChat can import: {kinds.describe_unknown(data)}")
+    stem = Path(filename).stem
+    if kind.kind == "card":
+        return kind, (cards.parse_card_json(data), None)
+    if kind.kind == "worldbook":
+        return kind, WORLD_BOOK_PARSERS[kind.format](data, name=stem)
+    if kind.kind == "chat_preset":
+        return kind, st_presets.parse_chat_completion_preset(data, name=stem)
+    if kind.kind == "text_preset":
+        return kind, st_presets.parse_text_completion_preset(data, name=stem, dialect=kind.format)
+    if kind.kind in TEMPLATE_MODELS:
+        return kind, data
+    if kind.kind == "chat":
+        raise InteropError(CHAT_REFUSAL)
+    raise InteropError(f"this looks like {kind.label}, which OrbChat does not import")
 
 
 def import_file(*, owner: User, filename: str, content: bytes) -> Imported:
@@ -368,20 +423,37 @@ def import_file(*, owner: User, filename: str, content: bytes) -> Imported:
         raise ImportRefused(f"{filename}: a value in the file cannot be stored ({exc})") from exc
 
 
+def _preset_notes(sections: list[dict]) -> list[str]:
+    places = st_presets.ADDED_PLACES
+    return [
+        f"added {section['name']} ({places[section['marker']]}): the file has no place for it"
+        for section in sections
+        if section.get("added") and section.get("marker") in st_presets.ADDED_PLACES
+    ]
+
+
 @transaction.atomic
-def _import_parsed(*, owner: User, filename: str, kind: str, parsed) -> Imported:
-    if kind == "card":
+def _import_parsed(*, owner: User, filename: str, kind: kinds.Kind, parsed) -> Imported:
+    stem = Path(filename).stem
+    if kind.kind == "card":
         card, avatar = parsed
-        return Imported("card", character_create(owner=owner, card=card, avatar=avatar))
-    if kind == "worldbook":
-        return Imported("worldbook", worldbook_create_from_data(owner=owner, data=parsed))
+        return Imported("card", kind.label, character_create(owner=owner, card=card, avatar=avatar))
+    if kind.kind == "worldbook":
+        book = worldbook_create_from_data(owner=owner, data=parsed, fallback_name=stem)
+        return Imported("worldbook", kind.label, book)
+    if kind.kind in TEMPLATE_MODELS:
+        template = template_create(owner=owner, kind=kind.kind, data=parsed, fallback_name=stem)
+        return Imported(kind.kind, kind.label, template)
     data, unmapped = parsed
     fields = {**data["samplers"], "extra": data.get("extra", {})}
-    sections = data["sections"] or presets.default_sections()
-    preset = preset_create(
-        owner=owner, name=data.get("name") or Path(filename).stem, sections=sections, **fields
-    )
-    return Imported("preset", preset, unmapped)
+    if data["sections"]:
+        sections = data["sections"]
+        notes = _preset_notes(sections)
+    else:
+        sections = presets.default_sections()
+        notes = ["the file holds samplers only: the prompt sections are OrbChat's default"]
+    preset = preset_create(owner=owner, name=data.get("name") or stem, sections=sections, **fields)
+    return Imported("preset", kind.label, preset, unmapped, notes)
 
 
 # --- The starter pack -------------------------------------------------------------------------

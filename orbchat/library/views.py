@@ -153,20 +153,54 @@ def import_files(request: HttpRequest) -> HttpResponse:
                     {
                         "file": upload.name,
                         "ok": True,
-                        "kind": imported.kind,
+                        "label": imported.label,
                         "name": str(imported.obj),
                         "url": _import_url(imported),
                         "unmapped": imported.unmapped,
+                        "notes": imported.notes,
                     }
                 )
     return render(request, "library/import.html", {"form": form, "results": results, "nav": "import"})
 
 
 def _import_url(imported: services.Imported) -> str:
+    if imported.kind in services.TEMPLATE_MODELS:
+        return reverse("library:templates") + f"#{imported.kind}-{imported.obj.pk}"
     name = {"card": "library:character", "worldbook": "library:worldbook", "preset": "library:preset"}[
         imported.kind
     ]
     return reverse(name, kwargs={"pk": imported.obj.pk})
+
+
+# --- Instruct templates, context templates and system prompts ----------------------------------
+
+
+def template_list(request: HttpRequest) -> HttpResponse:
+    context = {"groups": selectors.template_groups(user=request.user), "nav": "presets"}
+    return render(request, "library/template_list.html", context)
+
+
+def _template(request: HttpRequest, kind: str, pk: int):
+    if kind not in services.TEMPLATE_MODELS:
+        raise Http404("No such kind of template.")
+    return selectors.owned(services.TEMPLATE_MODELS[kind], user=request.user, pk=pk)
+
+
+def template_export(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+    template = _template(request, kind, pk)
+    response = HttpResponse(services.template_export(template=template), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{_safe_filename(template.name)}.json"'
+    return response
+
+
+def template_delete(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+    template = _template(request, kind, pk)
+    if request.method == "POST":
+        services.template_delete(template=template)
+        messages.success(request, f"{template.name} deleted.")
+        return redirect("library:templates")
+    context = {"object": template, "what": template._meta.verbose_name, "nav": "presets"}
+    return render(request, "library/confirm_delete.html", context)
 
 
 # --- Personas ---------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ class _Assembler:
         if kind == "marker" and marker != "main_prompt":
             return self.build_marker(section, marker, name)
         if kind == "marker" or section.get("identifier") == "main":
-            text = self.main_prompt(section.get("text") or "")
+            text = self.overridden(section, self.card.system_prompt)
         else:
             text = self.sub(section.get("text") or "")
         part = _Part(name, "marker" if kind == "marker" else "literal")
@@ -254,9 +254,13 @@ class _Assembler:
             part.depth = _depth(section.get("depth"))
         return part
 
-    def main_prompt(self, original: str) -> str:
-        override = self.card.system_prompt
-        if override.strip():
+    def overridden(self, section: dict, override: str) -> str:
+        """Return the section's text, or the card's override of it ({{original}} = the section's text).
+
+        A section with `forbid_overrides` keeps its own text, as SillyTavern does.
+        """
+        original = section.get("text") or ""
+        if override.strip() and not section.get("forbid_overrides"):
             return self.sub(ORIGINAL_RE.sub(lambda _: original, override))
         return self.sub(original)
 
@@ -273,6 +277,12 @@ class _Assembler:
             else:
                 part.depth = _depth(self.inp.authors_note_depth)
             return part
+        if marker == "post_history":
+            text = self.overridden(section, self.card.post_history_instructions)
+            part.add(_role(section.get("role")), text)
+            if section.get("injection") == "depth":
+                part.depth = _depth(section.get("depth"))
+            return part
         if marker == "example_dialogue":
             for text in self.example_dialogue():
                 part.add("system", text)
@@ -285,7 +295,6 @@ class _Assembler:
             "scenario": self.scenario,
             "persona": lambda: self.sub(self.inp.persona_description),
             "memory": self.memory,
-            "post_history": lambda: self.sub(self.card.post_history_instructions),
         }.get(marker)
         if builder:
             part.add("system", builder())

@@ -10,7 +10,18 @@ from orbchat.interop import presets
 from orbchat.interop.errors import InteropError
 
 FIXTURES = Path("/work/shared/fixtures/sillytavern")
-SECTION_KEYS = ("identifier", "kind", "marker", "name", "role", "text", "enabled", "injection", "depth")
+SECTION_KEYS = (
+    "identifier",
+    "kind",
+    "marker",
+    "name",
+    "role",
+    "text",
+    "enabled",
+    "injection",
+    "depth",
+    "forbid_overrides",
+)
 
 
 def fixture(name: str) -> bytes:
@@ -43,6 +54,7 @@ def our_sections() -> list[dict]:
             "enabled": True,
             "injection": "relative",
             "depth": 4,
+            "forbid_overrides": False,
             **fields,
         }
 
@@ -68,7 +80,7 @@ def test_the_default_openai_preset_maps_markers_in_the_global_order():
         fixture("openai_preset_default.json"), name="Default"
     )
     assert preset["name"] == "Default"
-    sections = preset["sections"]
+    sections = [s for s in preset["sections"] if not s.get("added")]
     assert all(tuple(s) == SECTION_KEYS for s in sections)
     assert [(s["identifier"], s["marker"]) for s in sections] == [
         ("main", None),
@@ -82,18 +94,20 @@ def test_the_default_openai_preset_maps_markers_in_the_global_order():
         ("worldInfoAfter", "world_info_after"),
         ("dialogueExamples", "example_dialogue"),
         ("chatHistory", "chat_history"),
-        ("jailbreak", None),
+        ("jailbreak", "post_history"),
     ]
     main = sections[0]
     assert main["kind"] == "literal"
     assert main["name"] == "Main Prompt"
     assert main["text"] == "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}."
     jailbreak = sections[-1]
-    assert jailbreak["kind"] == "literal"
+    assert jailbreak["kind"] == "marker"
     assert jailbreak["name"] == "Post-History Instructions"
     assert jailbreak["role"] == "system"
     assert [s["name"] for s in sections if not s["enabled"]] == ["Enhance Definitions"]
     assert all(s["kind"] == "marker" and s["text"] == "" for s in sections if s["marker"])
+    added = [(s["marker"], s["enabled"]) for s in preset["sections"] if s.get("added")]
+    assert added == [("memory", True), ("authors_note", True)]
 
 
 def test_the_default_openai_preset_samplers_and_unmapped_settings():
@@ -115,7 +129,7 @@ def test_the_default_openai_preset_samplers_and_unmapped_settings():
     assert not any("prompts" in name or "prompt_order" in name for name in unmapped)
     assert preset["extra"]["stream_openai"] is True
     assert preset["extra"]["wi_format"] == "{0}"
-    assert len(preset["extra"]) == len(unmapped)
+    assert len(preset["extra"]) == len(unmapped) + 2  # and the file's own prompts and prompt_order
 
 
 def test_the_default_openai_preset_round_trips():
@@ -123,40 +137,27 @@ def test_the_default_openai_preset_round_trips():
     preset, _ = presets.parse_chat_completion_preset(raw, name="Default")
     exported = presets.export_chat_completion_preset(preset)
     assert presets.parse_chat_completion_preset(exported, name="Default")[0] == preset
-    for key, value in raw.items():
-        if key not in ("prompts", "prompt_order"):
-            assert exported[key] == value, key
-    assert [o["character_id"] for o in exported["prompt_order"]] == [100000, 100001]
-    assert exported["prompt_order"][0]["order"] == exported["prompt_order"][1]["order"]
-    assert exported["prompt_order"][1]["order"] == raw["prompt_order"][1]["order"]
-    by_id = {p["identifier"]: p for p in exported["prompts"]}
-    assert by_id["chatHistory"] == {
-        "identifier": "chatHistory",
-        "name": "Chat History",
-        "system_prompt": True,
-        "marker": True,
-    }
-    assert by_id["main"]["content"] == raw["prompts"][0]["content"]
-    assert by_id["main"]["system_prompt"] is True
-    assert by_id["main"]["injection_position"] == 0
+    assert exported == raw
 
 
 def test_order_100001_wins_then_100000_then_the_longest():
     prompts = [prompt("main", content="m"), {"identifier": "chatHistory", "marker": True}, prompt("nsfw")]
     both = {"prompts": prompts, "prompt_order": [order(100000, "main"), order(100001, "chatHistory", "main")]}
-    sections, _ = presets.parse_chat_completion_preset(both)
-    assert [(s["identifier"], s["enabled"]) for s in sections["sections"]] == [
+    sections = presets.parse_chat_completion_preset(both)[0]["sections"]
+    assert [(s["identifier"], s["enabled"]) for s in sections if not s.get("added")] == [
         ("chatHistory", True),
         ("main", True),
         ("nsfw", False),
     ]
     legacy = {"prompts": prompts, "prompt_order": [order(7, "nsfw"), order(100000, "main", "nsfw")]}
-    assert [s["identifier"] for s in presets.parse_chat_completion_preset(legacy)[0]["sections"]][:2] == [
+    sections = presets.parse_chat_completion_preset(legacy)[0]["sections"]
+    assert [s["identifier"] for s in sections if not s.get("added")][:2] == [
         "main",
         "nsfw",
     ]
     others = {"prompts": prompts, "prompt_order": [order(3, "nsfw"), order(4, "chatHistory", "nsfw")]}
-    assert [s["identifier"] for s in presets.parse_chat_completion_preset(others)[0]["sections"]][:2] == [
+    sections = presets.parse_chat_completion_preset(others)[0]["sections"]
+    assert [s["identifier"] for s in sections if not s.get("added")][:2] == [
         "chatHistory",
         "nsfw",
     ]
@@ -165,7 +166,7 @@ def test_order_100001_wins_then_100000_then_the_longest():
 def test_without_prompt_order_the_prompts_order_is_used():
     raw = {"prompts": [prompt("b", content="B", enabled=False), prompt("a", content="A")]}
     preset, _ = presets.parse_chat_completion_preset(raw)
-    assert [(s["identifier"], s["enabled"], s["text"]) for s in preset["sections"]] == [
+    assert [(s["identifier"], s["enabled"], s["text"]) for s in preset["sections"] if not s.get("added")] == [
         ("b", False, "B"),
         ("a", True, "A"),
     ]
@@ -178,7 +179,7 @@ def test_injection_at_depth_and_roles():
             prompt("odd", content="O", role="narrator", injection_position=0, injection_depth=9),
         ]
     }
-    note, odd = presets.parse_chat_completion_preset(raw)[0]["sections"]
+    note, odd = [s for s in presets.parse_chat_completion_preset(raw)[0]["sections"] if not s.get("added")]
     assert (note["injection"], note["depth"], note["role"]) == ("depth", 3, "user")
     assert (odd["injection"], odd["depth"], odd["role"]) == ("relative", 9, "system")
 
@@ -193,7 +194,10 @@ def test_unknown_markers_and_undefined_prompts_are_reported_not_imported():
         "prompt_order": [order(100001, "main", "bias", "ghost")],
     }
     preset, unmapped = presets.parse_chat_completion_preset(raw)
-    assert [s["identifier"] for s in preset["sections"]] == ["main"]
+    assert [s["identifier"] for s in preset["sections"] if not s.get("added")] == ["main"]
+    exported = presets.export_chat_completion_preset(preset)
+    assert exported["prompts"] == raw["prompts"]  # what OrbChat does not use goes back out as it came
+    assert exported["prompt_order"] == raw["prompt_order"]
     assert unmapped == [
         "prompt 3 (it has no identifier)",
         'prompt "Bias" (marker bias)',
@@ -207,7 +211,9 @@ def test_builtin_prompts_missing_from_prompts_still_import():
     assert [(s["kind"], s["name"], s["text"]) for s in sections] == [
         ("literal", "Main Prompt", ""),
         ("marker", "Chat History", ""),
-        ("literal", "Post-History Instructions", ""),
+        ("marker", "Memory", ""),
+        ("marker", "Author's note", ""),
+        ("marker", "Post-History Instructions", ""),
     ]
 
 
@@ -215,10 +221,42 @@ def test_invalid_sampler_values_are_kept_and_reported():
     raw = {"temperature": "hot", "top_k": "40", "seed": 1234, "openai_max_context": None, "prompts": []}
     preset, unmapped = presets.parse_chat_completion_preset(raw)
     assert preset["samplers"] == {"top_k": 40, "seed": 1234}
-    assert preset["extra"] == {"temperature": "hot", "openai_max_context": None}
+    assert preset["extra"] == {"temperature": "hot", "openai_max_context": None, "prompts": []}
     assert unmapped == ['setting "temperature"', 'setting "openai_max_context"']
     exported = presets.export_chat_completion_preset(preset)
     assert (exported["temperature"], exported["top_k"], exported["seed"]) == ("hot", 40, 1234)
+
+
+def test_every_prompt_field_round_trips_and_edits_change_only_what_was_edited():
+    raw = {
+        "temperature": 0.8,
+        "prompts": [
+            prompt("main", content="M", system_prompt=True, forbid_overrides=True, injection_order=50),
+            prompt("hint", content="H", role="user", injection_position=1, injection_depth=2,
+                   injection_order=120, injection_trigger=["continue"], enabled=False, future={"x": 1}),
+            {"identifier": "chatHistory", "name": "Chat History", "system_prompt": True, "marker": True},
+            prompt("jailbreak", content="J", system_prompt=True),
+        ],
+        "prompt_order": [
+            order(100000, "main"),
+            order(100001, "main", "hint", "chatHistory", "jailbreak", disabled=("hint",)),
+        ],
+    }  # fmt: skip
+    preset, _ = presets.parse_chat_completion_preset(raw)
+    by_id = {s["identifier"]: s for s in preset["sections"]}
+    assert by_id["main"]["forbid_overrides"] is True
+    assert (by_id["hint"]["enabled"], by_id["hint"]["injection"], by_id["hint"]["depth"]) == (
+        False,
+        "depth",
+        2,
+    )
+    assert presets.export_chat_completion_preset(preset) == raw
+
+    by_id["hint"].update(text="H2", enabled=True)
+    edited = presets.export_chat_completion_preset(preset)
+    assert edited["prompts"][1] == {**raw["prompts"][1], "content": "H2"}
+    assert edited["prompt_order"][1]["order"][1] == {"identifier": "hint", "enabled": True}
+    assert edited["prompt_order"][0] == raw["prompt_order"][0]
 
 
 def test_chat_preset_refusals():
@@ -304,7 +342,8 @@ def test_export_keeps_identifiers_unique_and_literal():
         "scenario",
     ]
     imported = presets.parse_chat_completion_preset(exported)[0]["sections"]
-    assert [s["kind"] for s in imported] == ["literal", "literal", "literal", "literal", "marker"]
+    kinds = [s["kind"] for s in imported if not s.get("added")]
+    assert kinds == ["literal", "literal", "literal", "literal", "marker"]
 
 
 # --- Text-completion presets --------------------------------------------------------------------
@@ -335,18 +374,3 @@ def test_text_preset_generation_length_and_seed():
     preset, unmapped = presets.parse_text_completion_preset({"temp": 1, "genamt": 250, "seed": -1, "tfs": 1})
     assert preset["samplers"] == {"temperature": 1.0, "max_tokens": 250, "seed": None}
     assert unmapped == ['setting "tfs"']
-
-
-def test_detect_preset_kind():
-    assert presets.detect_preset_kind({"prompts": []}) == "chat"
-    assert presets.detect_preset_kind({"prompt_order": []}) == "chat"
-    assert presets.detect_preset_kind({"openai_max_context": 4096}) == "chat"
-    assert presets.detect_preset_kind({"temp": 0.7}) == "text"
-    assert presets.detect_preset_kind({"rep_pen": 1.1}) == "text"
-    assert presets.detect_preset_kind({"entries": {}}) is None
-    assert presets.detect_preset_kind(["temp"]) is None
-
-
-def test_detect_preset_kind_on_the_fixtures():
-    assert presets.detect_preset_kind(json.loads(fixture("openai_preset_default.json"))) == "chat"
-    assert presets.detect_preset_kind(json.loads(fixture("textgen_preset_default.json"))) == "text"

@@ -367,24 +367,6 @@ def test_eldoria_full_keeps_role_null_and_every_field():
     assert worldbooks.parse_world_info(exported, name="Eldoria") == book
 
 
-def test_is_world_info():
-    assert worldbooks.is_world_info({"entries": {}})
-    assert worldbooks.is_world_info({"entries": []})
-    assert not worldbooks.is_world_info({"spec": "chara_card_v2", "entries": {}})
-    assert not worldbooks.is_world_info({"data": {}, "entries": {}})
-    assert not worldbooks.is_world_info({"prompts": [], "entries": {}})
-    assert not worldbooks.is_world_info({"entries": "x"})
-    assert not worldbooks.is_world_info([{"entries": {}}])
-
-
-def test_is_world_info_on_the_fixtures():
-    assert worldbooks.is_world_info(json.loads(fixture("eldoria_full.json")))
-    assert not worldbooks.is_world_info(json.loads(fixture("openai_preset_default.json")))
-
-
-# --- Character books embedded in cards ----------------------------------------------------------
-
-
 def test_a_character_book_entry_is_normalized():
     book = worldbooks.parse_character_book(
         {

@@ -35,7 +35,7 @@ def test_a_new_account_starts_with_the_starter_character_and_its_book(owner):
 def test_import_png_card_shows_its_greeting_and_lorebook(signed_in):
     card = v2_card(character_book=lorebook())
     response = upload(signed_in, ("mira.png", png_card(card)))
-    assert "Imported card" in response.content.decode()
+    assert "Imported a character card" in response.content.decode()
     mira = Character.objects.get(name="Mira")
     page = signed_in.get(reverse("library:character", args=[mira.pk])).content.decode()
     assert "Careful—the ink is still wet." in page

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from orbchat.interop import presets as preset_codec
@@ -91,3 +92,14 @@ def test_sampler_settings_are_validated(signed_in, owner):
     assert "less than or equal to 2" in response.content.decode()
     preset.refresh_from_db()
     assert preset.name != "P"
+
+
+def test_importing_a_chat_preset_reports_the_sections_it_added(signed_in, owner, fixture_file):
+    content = fixture_file("openai_preset_default.json")
+    page = signed_in.post(
+        reverse("library:import"), {"files": [SimpleUploadedFile("Default.json", content)]}
+    ).content.decode()
+    assert "Added Memory (after the chat history): the file has no place for it" in page
+    assert "Added Author&#x27;s note (in the chat history at the author&#x27;s note&#x27;s own depth" in page
+    preset = owner.presets.get(name="Default")
+    assert json.loads(services.preset_export(preset=preset)) == json.loads(content)

@@ -115,7 +115,7 @@ def test_a_multi_file_import_reports_every_file_and_keeps_the_good_ones(signed_i
         for name, ok in zip([f[0] for f in files], [True, False, True, False, False, True], strict=True)
     ]
     assert positions == sorted(positions)  # every file, in the order given
-    assert "Imported card" in results and "Imported worldbook" in results
+    assert "Imported a character card" in results and "Imported a SillyTavern World Info book" in results
     assert counts() == (before[0] + 2, before[1] + 1, before[2])
     assert set(owner.characters.values_list("name", flat=True)) >= {"Mira", "Wren"}
     assert not owner.characters.filter(name__in=["Bomb", "Broken"]).exists()
@@ -161,7 +161,7 @@ def test_the_pixel_limit_comes_from_the_setting(signed_in, owner, settings):
 
 def test_an_image_under_the_limit_is_accepted(signed_in, owner):
     response = upload(signed_in, ("mira.png", png_card(image=portrait())))
-    assert "Imported card" in response.content.decode()
+    assert "Imported a character card" in response.content.decode()
     assert owner.characters.get(name="Mira").avatar
 
 

@@ -46,7 +46,7 @@ def test_a_ten_thousand_entry_book_imports_and_pages(signed_in, owner):
     response = signed_in.post(
         reverse("library:import"), {"files": [SimpleUploadedFile("big.json", world_info(entries))]}
     )
-    assert "Imported worldbook" in response.content.decode()
+    assert "Imported a SillyTavern World Info book" in response.content.decode()
     book = WorldBook.objects.get(name="big")
     assert book.entries.count() == 10_000
     page = signed_in.get(reverse("library:worldbook", args=[book.pk]))
@@ -95,5 +95,6 @@ def test_a_catastrophic_regex_key_does_not_hang_the_try_panel(signed_in, owner):
 
 
 def test_a_non_world_info_json_is_refused(owner):
-    with pytest.raises(services.ImportRefused, match="not a character card, a World Info book or a preset"):
+    message = 'not a file OrbChat can import: a JSON object with the fields "hello"'
+    with pytest.raises(services.ImportRefused, match=message):
         services.import_file(owner=owner, filename="x.json", content=b'{"hello": 1}')

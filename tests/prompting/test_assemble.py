@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from orbchat.interop.presets import parse_chat_completion_preset
 from orbchat.library.presets import DEFAULT_POST_HISTORY, default_sections, marker, section
 from orbchat.prompting.assemble import (
     CONTINUE_NUDGE,
@@ -511,3 +512,57 @@ def test_long_history_with_precomputed_tokens_is_fast():
     assert time.perf_counter() - started < 1.0
     assert prompt.history_kept is not None and prompt.history_kept[1] == 10_000
     assert prompt.total_tokens <= prompt.budget
+
+
+# --- SillyTavern chat-completion presets keep their meaning ---------------------------------------
+
+
+def st_preset(**jailbreak) -> list[dict]:
+    """The sections of a SillyTavern chat-completion preset built from the format."""
+    prompts = [
+        {"identifier": "main", "name": "Main Prompt", "system_prompt": True, "content": "MAIN"},
+        {"identifier": "charDescription", "name": "Char Description", "system_prompt": True, "marker": True},
+        {"identifier": "chatHistory", "name": "Chat History", "system_prompt": True, "marker": True},
+        {"identifier": "nsfw", "name": "Auxiliary Prompt", "system_prompt": True, "content": "AUX"},
+        {"identifier": "jailbreak", "name": "Post-History", "content": "JB {{char}}", **jailbreak},
+    ]
+    identifiers = ("main", "charDescription", "chatHistory", "nsfw", "jailbreak")
+    order = [{"identifier": i, "enabled": i != "nsfw"} for i in identifiers]
+    raw = {"prompts": prompts, "prompt_order": [{"character_id": 100001, "order": order}]}
+    return parse_chat_completion_preset(raw)[0]["sections"]
+
+
+def st_prompt(sections: list[dict], **card) -> list[dict]:
+    return assemble(
+        PromptInput(
+            sections=sections,
+            characters=[CardInfo(name="Mira", description="DESC", **card)],
+            speaker="Mira",
+            user_name="You",
+            history=chat(6),
+            memory_text="MEMORY",
+            authors_note="NOTE",
+            authors_note_depth=2,
+            world_info=[WorldInsert(content="AN-WORLD", position=Position.AN_TOP)],
+            context_size=100_000,
+        )
+    ).messages
+
+
+def test_a_sillytavern_preset_keeps_memory_the_authors_note_and_post_history_instructions():
+    messages = [
+        m["content"] for m in st_prompt(st_preset(), post_history_instructions="CARD PHI {{original}}")
+    ]
+    history = [m.text for m in chat(6)]
+    assert messages[:2] == ["MAIN", "DESC"]
+    assert messages[2:6] == history[:4]
+    assert messages[6] == "AN-WORLD\nNOTE"  # at the note's own depth, with world info at the note
+    assert messages[7:9] == history[4:]
+    assert messages[9:] == ["Past events:\nMEMORY", "CARD PHI JB Mira"]
+    assert "AUX" not in messages  # disabled in the prompt order
+
+
+def test_the_preset_post_history_prompt_stands_when_the_card_has_none_or_overrides_are_forbidden():
+    assert st_prompt(st_preset())[-1]["content"] == "JB Mira"
+    forbidden = st_prompt(st_preset(forbid_overrides=True), post_history_instructions="CARD PHI")
+    assert forbidden[-1]["content"] == "JB Mira"
