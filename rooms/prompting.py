@@ -25,7 +25,7 @@ from rooms.services import NARRATOR, room_persona, seated, user_display_name
 
 DEFAULT_CONTEXT = 8192
 HISTORY_PAGE = 200
-WORLD_INFO_SHARE = 0.25  # a book with no budget of its own gets this share of the context
+WORLD_INFO_SHARE = 0.25  # the one world-info budget, shared by every book: this share of the context
 
 
 class NoChatModel(Exception):
@@ -149,15 +149,31 @@ def _history_tail(
     return rows
 
 
-def _books(room: Room, seats: list[Seat], persona) -> list[WorldBook]:
-    """Return the books in play: the chat's, the host's global ones, the cards' and the persona's."""
+def _books(room: Room, seats: list[Seat], persona) -> list[worldinfo.Book]:
+    """Return the books in play, each with its kind: the chat's and the persona's (always first,
+    as SillyTavern puts chat and persona lore first), the cards' and the host's global ones."""
     characters = [s.character_id for s in seats if s.character_id is not None]
     match = Q(rooms=room) | Q(owner=room.host_id, is_global=True) | Q(characters__in=characters)
     if persona is not None:
         match |= Q(personas=persona)
     # Only the host's own books: a book that came with another person's card stays theirs.
-    ids = set(WorldBook.objects.filter(match, owner=room.host_id).values_list("pk", flat=True))
-    return list(WorldBook.objects.filter(pk__in=ids).prefetch_related("entries")) if ids else []
+    found = WorldBook.objects.filter(match, owner=room.host_id)
+    ids = set(found.values_list("pk", flat=True))
+    if not ids:
+        return []
+    first = Q(rooms=room) if persona is None else Q(rooms=room) | Q(personas=persona)
+    chat = set(found.filter(first).values_list("pk", flat=True))
+    cards = set(found.filter(characters__in=characters).values_list("pk", flat=True)) if characters else set()
+    books = []
+    for book in WorldBook.objects.filter(pk__in=ids).prefetch_related("entries").order_by("pk"):
+        if book.pk in chat:
+            kind = worldinfo.BookKind.CHAT
+        elif book.pk in cards:
+            kind = worldinfo.BookKind.CHARACTER
+        else:
+            kind = worldinfo.BookKind.GLOBAL
+        books.append(replace(book_for_activation(book), kind=kind))
+    return books
 
 
 def _card(seat: Seat, host_id: int) -> assemble.CardInfo:
@@ -305,34 +321,9 @@ def prompt_input_for(
             )
         )
 
-    books = [book_for_activation(b) for b in _books(room, seats, persona)]
-    share = int(context_size * WORLD_INFO_SHARE)
-    books = [b if b.token_budget else _with_budget(b, share) for b in books]
+    books = _books(room, seats, persona)
     last_message = history[-1].text if history else ""
-    activation = worldinfo.activate(
-        books,
-        [h.text for h in history],
-        message_count=room.next_seq,
-        state=worldinfo.TimedState.from_json(room.world_info_state),
-        count_tokens=count,
-    )
-    inserts = [
-        assemble.WorldInsert(
-            content=a.entry.content,
-            position=a.entry.position,
-            depth=a.entry.depth,
-            role=a.entry.role,
-            order=a.entry.order,
-        )
-        for a in activation.activated
-    ]
     speaker_card = _card(seat, room.host_id) if seat else assemble.CardInfo(name=NARRATOR)
-    if seat is None:
-        cards = [_card(s, room.host_id) for s in seats]
-    elif options.own_cards:
-        cards = [speaker_card]
-    else:
-        cards = [speaker_card] + [_card(s, room.host_id) for s in seats if s.pk != seat.pk]
     speaker_name = seat.name if seat else NARRATOR
     macro_context = macros.MacroContext(
         char=speaker_name,
@@ -344,6 +335,36 @@ def prompt_input_for(
         last_message=last_message,
         chat_id=str(room.pk),
     )
+    tags = seat.character.tags if seat is not None and seat.character_id is not None else None
+    # As SillyTavern scans: speaker names with the text, {{char}}/{{user}} expanded in keys and
+    # content, character filters against the speaker, timed effects counted in visible messages,
+    # and one budget (a share of the context) shared by every book.
+    activation = worldinfo.activate(
+        books,
+        [(h.name, h.text) for h in history],
+        message_count=Message.objects.filter(room=room, hidden=False).count(),
+        state=worldinfo.TimedState.from_json(room.world_info_state),
+        count_tokens=count,
+        settings=worldinfo.Settings(token_budget=int(context_size * WORLD_INFO_SHARE)),
+        substitute=lambda text: macros.substitute(text, macro_context),
+        character=worldinfo.Character(name=speaker_name, tags=tuple(tags) if tags is not None else None),
+    )
+    inserts = [
+        assemble.WorldInsert(
+            content=a.entry.content,
+            position=a.entry.position,
+            depth=a.entry.depth,
+            role=a.entry.role,
+            order=a.entry.order,
+        )
+        for a in activation.activated
+    ]
+    if seat is None:
+        cards = [_card(s, room.host_id) for s in seats]
+    elif options.own_cards:
+        cards = [speaker_card]
+    else:
+        cards = [speaker_card] + [_card(s, room.host_id) for s in seats if s.pk != seat.pk]
     prompt_input = assemble.PromptInput(
         sections=list(preset.sections) if preset else default_sections(),
         characters=cards,
@@ -365,7 +386,3 @@ def prompt_input_for(
         count_tokens=count,
     )
     return prompt_input, samplers, activation
-
-
-def _with_budget(book: worldinfo.Book, budget: int) -> worldinfo.Book:
-    return replace(book, token_budget=budget)

@@ -127,3 +127,70 @@ def test_the_recorded_prompt_is_what_the_preview_reads(room, host, connected):
 def test_no_chat_model_is_named(room):
     with pytest.raises(prompting.NoChatModel, match="Settings → Models"):
         plan(room)
+
+
+# World info as the room scans it -------------------------------------------------------------
+
+
+def chat_book(room, host, *entries: dict):
+    from orbchat.library import services as library
+
+    book = library.worldbook_create_from_data(
+        owner=host,
+        data={"name": "Harbour lore", "entries": [{"uid": i, **e} for i, e in enumerate(entries)]},
+    )
+    room.world_books.add(book)
+    return book
+
+
+def fired(turn) -> set[str]:
+    return {w["entry"] for w in turn.world_info}
+
+
+def test_speaker_names_are_scanned_with_their_messages(room, host, connected):
+    persona = host.personas.get(is_default=True)
+    chat_book(room, host, {"comment": "By name", "keys": [persona.name], "content": "Known at the docks."})
+    services.message_create(room=room, author=host, text="Good evening.")
+    turn = plan(room)
+    assert "By name" in fired(turn) and "Known at the docks." in contents(turn.prompt)
+
+
+def test_char_and_user_macros_are_filled_in_keys_and_content(room, host, connected, character):
+    chat_book(
+        room, host, {"comment": "Macro key", "keys": ["{{char}}'s lamp"], "content": "{{char}} trims it."}
+    )
+    services.message_create(room=room, author=host, text=f"Is {character.name}'s lamp lit?")
+    turn = plan(room)
+    assert "Macro key" in fired(turn)
+    assert f"{character.name} trims it." in contents(turn.prompt) and "{{char}} trims" not in contents(
+        turn.prompt
+    )
+
+
+def test_an_entry_filtered_to_other_characters_stays_out(room, host, connected, character):
+    from orbchat.library.models import WorldEntry
+
+    book = chat_book(
+        room,
+        host,
+        {"comment": "Others only", "keys": ["lamp"], "content": "Not for this one."},
+        {"comment": "For everyone", "keys": ["lamp"], "content": "The lamp hums."},
+    )
+    WorldEntry.objects.filter(book=book, uid=0).update(
+        extra={"characterFilter": {"isExclude": True, "names": [character.name], "tags": []}}
+    )
+    services.message_create(room=room, author=host, text="The lamp flickers.")
+    turn = plan(room)
+    assert "For everyone" in fired(turn) and "Others only" not in fired(turn)
+
+
+def test_hidden_messages_do_not_count_towards_an_entrys_delay(room, host, connected):
+    chat_book(room, host, {"comment": "Late", "keys": ["tide"], "content": "The tide turns.", "delay": 4})
+    for text in ("One.", "Two.", "Three."):
+        services.message_create(room=room, author=host, text=text)
+    Message.objects.filter(room=room, seq__gte=1).update(hidden=True)
+    services.message_create(room=room, author=host, text="The tide?")
+    assert "Late" not in fired(plan(room))  # two visible messages: the greeting and this one
+    for text in ("Four.", "Five.", "The tide, again?"):
+        services.message_create(room=room, author=host, text=text)
+    assert "Late" in fired(plan(room))
