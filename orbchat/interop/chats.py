@@ -11,7 +11,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from orbchat.interop.errors import MAX_BYTES, MAX_DEPTH, InteropError, check_size, too_deep
@@ -34,6 +34,10 @@ AT_DATE = re.compile(
     r"(\d{4})-(\d{1,2})-(\d{1,2})\s*@\s*(\d{1,2})h\s*(\d{1,2})m\s*(\d{1,2})s(?:\s*(\d{1,3})ms)?",
     re.IGNORECASE,
 )
+# SillyTavern's author's-note roles (`note_role`), by number.
+NOTE_ROLES = ("system", "user", "assistant")
+NOTE_DEPTH = 4
+NOTE_DEPTH_MAX = 999  # SillyTavern's author's-note depth field allows 0–999
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -49,6 +53,11 @@ class ChatMessage:
     swipe_info: list[dict] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     other: dict = field(default_factory=dict)
+
+    @property
+    def is_narrator(self) -> bool:
+        """Return whether SillyTavern's narrator (`/sys`) wrote the message, not a character."""
+        return not self.is_user and self.extra.get("type") == "narrator"
 
     @property
     def mes(self) -> str:
@@ -97,9 +106,39 @@ def _int(value: Any, default: int) -> int:
     return default
 
 
-def _to_utc(moment: datetime) -> datetime:
-    """Return the moment in UTC (a naive one is taken as UTC), cut to whole milliseconds."""
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+@dataclass(frozen=True)
+class AuthorsNote:
+    text: str = ""
+    depth: int = NOTE_DEPTH
+    role: str = NOTE_ROLES[0]
+
+
+def authors_note(metadata: dict) -> AuthorsNote:
+    """Return the author's note a chat's `chat_metadata` holds (SillyTavern's defaults when missing)."""
+    role = _int(metadata.get("note_role"), 0)
+    return AuthorsNote(
+        text=_text(metadata.get("note_prompt")),
+        depth=min(max(_int(metadata.get("note_depth"), NOTE_DEPTH), 0), NOTE_DEPTH_MAX),
+        role=NOTE_ROLES[role] if 0 <= role < len(NOTE_ROLES) else NOTE_ROLES[0],
+    )
+
+
+def with_authors_note(metadata: dict, note: AuthorsNote) -> dict:
+    """Return `chat_metadata` holding `note`; a key that already means the same is left as it is."""
+    out = dict(metadata)
+    was = authors_note(metadata)
+    if note.text != was.text or (note.text and "note_prompt" not in out):
+        out["note_prompt"] = note.text
+    if note.depth != was.depth:
+        out["note_depth"] = note.depth
+    if note.role != was.role:
+        out["note_role"] = NOTE_ROLES.index(note.role) if note.role in NOTE_ROLES else 0
+    return out
+
+
+def _to_utc(moment: datetime, zone: tzinfo = UTC) -> datetime:
+    """Return the moment in UTC (a naive one is read in `zone`), cut to whole milliseconds."""
+    moment = (moment.replace(tzinfo=zone) if moment.tzinfo is None else moment).astimezone(UTC)
     # SillyTavern keeps milliseconds; cutting here makes an export and re-import give the same moment.
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
@@ -122,8 +161,13 @@ def _at_date(match: re.Match) -> datetime:
     return datetime(year, month, day, hour, minute, second, millis * 1000)
 
 
-def parse_send_date(value: Any) -> datetime | None:
-    """Return a message's send_date as an aware UTC datetime, or None when it is not a date we know."""
+def parse_send_date(value: Any, zone: tzinfo = UTC) -> datetime | None:
+    """Return a message's send_date as an aware UTC datetime, or None when it is not a date we know.
+
+    SillyTavern writes its humanized and file-name style dates, and ISO dates without an offset,
+    in the local time of the machine it runs on: such a date is read in `zone`. Unix times and ISO
+    dates with an offset are absolute.
+    """
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return _to_utc(EPOCH + timedelta(milliseconds=value)) if math.isfinite(value) else None
@@ -134,10 +178,10 @@ def parse_send_date(value: Any) -> datetime | None:
             return _to_utc(EPOCH + timedelta(milliseconds=float(text)))
         if match := HUMAN_DATE.fullmatch(text):
             moment = _human_date(match)
-            return _to_utc(moment) if moment else None
+            return _to_utc(moment, zone) if moment else None
         if match := AT_DATE.fullmatch(text):
-            return _to_utc(_at_date(match))
-        return _to_utc(datetime.fromisoformat(text))
+            return _to_utc(_at_date(match), zone)
+        return _to_utc(datetime.fromisoformat(text), zone)
     except (ValueError, OverflowError, OSError):
         return None
 
@@ -166,7 +210,7 @@ def _swipe_info(value: Any, count: int) -> list[dict]:
     return infos + [{} for _ in range(count - len(infos))]
 
 
-def _message(raw: dict) -> ChatMessage | None:
+def _message(raw: dict, zone: tzinfo) -> ChatMessage | None:
     """Return the message of one chat line, or None when it has neither `mes` nor `swipes`."""
     has_mes = isinstance(raw.get("mes"), str | int | float) and not isinstance(raw.get("mes"), bool)
     raw_swipes = raw.get("swipes")
@@ -183,7 +227,7 @@ def _message(raw: dict) -> ChatMessage | None:
         name=_text(raw.get("name")),
         is_user=_bool(raw.get("is_user")),
         hidden=_bool(raw.get("is_system")),
-        send_date=parse_send_date(raw.get("send_date")),
+        send_date=parse_send_date(raw.get("send_date"), zone),
         swipes=swipes,
         swipe_id=swipe_id,
         swipe_info=_swipe_info(raw.get("swipe_info"), len(swipes)),
@@ -224,8 +268,11 @@ def _load_line(line: str) -> tuple[Any, str | None]:
     return obj, None
 
 
-def parse_chat_jsonl(data: bytes | str, *, max_bytes: int = MAX_BYTES) -> ChatFile:
-    """Return the normalized chat of a SillyTavern JSONL chat file, bad lines listed in `problems`."""
+def parse_chat_jsonl(data: bytes | str, *, max_bytes: int = MAX_BYTES, zone: tzinfo = UTC) -> ChatFile:
+    """Return the normalized chat of a SillyTavern JSONL chat file, bad lines listed in `problems`.
+
+    Dates without a time zone are read in `zone` (see parse_send_date).
+    """
     text = _decode(data, max_bytes)
     header: dict | None = None
     messages: list[ChatMessage] = []
@@ -245,7 +292,7 @@ def parse_chat_jsonl(data: bytes | str, *, max_bytes: int = MAX_BYTES) -> ChatFi
         if is_first and _is_header(obj):
             header = obj
             continue
-        message = _message(obj)
+        message = _message(obj, zone)
         if message is None:
             problems.append(f"line {number}: a message needs 'mes' or 'swipes'")
             continue

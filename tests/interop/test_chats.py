@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -173,6 +174,54 @@ def test_send_date_formats(value, expected):
     chat = chats.parse_chat_jsonl(jsonl(HEADER, line))
     assert chat.messages[0].send_date == expected
     assert chat.problems == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("June 19, 2023 2:20pm", datetime(2023, 6, 19, 12, 20, tzinfo=UTC)),
+        ("December 1, 2023 12:05am", datetime(2023, 11, 30, 23, 5, tzinfo=UTC)),
+        ("2024-7-12@01h31m37s", datetime(2024, 7, 11, 23, 31, 37, tzinfo=UTC)),
+        ("2024-07-12T01:31:37", datetime(2024, 7, 11, 23, 31, 37, tzinfo=UTC)),
+        ("2024-07-12T01:31:37.000Z", datetime(2024, 7, 12, 1, 31, 37, tzinfo=UTC)),
+        ("2024-07-12T03:31:37+02:00", datetime(2024, 7, 12, 1, 31, 37, tzinfo=UTC)),
+        ("2024-07-12T01:31:37-05:00", datetime(2024, 7, 12, 6, 31, 37, tzinfo=UTC)),
+        (1718000000000, datetime(2024, 6, 10, 6, 13, 20, tzinfo=UTC)),
+    ],
+)
+def test_dates_without_an_offset_are_local_time_of_the_given_zone(value, expected):
+    chat = chats.parse_chat_jsonl(jsonl(HEADER, message(send_date=value)), zone=ZoneInfo("Europe/Berlin"))
+    assert chat.messages[0].send_date == expected
+
+
+def test_the_authors_note_is_read_from_chat_metadata():
+    assert chats.authors_note(HEADER["chat_metadata"]) == chats.AuthorsNote("Keep it gentle.", 4, "system")
+    assert chats.authors_note({"note_prompt": "Be brief.", "note_depth": "2", "note_role": 2}) == (
+        chats.AuthorsNote("Be brief.", 2, "assistant")
+    )
+    assert chats.authors_note({"note_depth": -3, "note_role": 7}) == chats.AuthorsNote("", 0, "system")
+    assert chats.authors_note({"note_depth": 10**9}).depth == 999
+    assert chats.authors_note({}) == chats.AuthorsNote()
+
+
+def test_writing_the_authors_note_changes_only_what_differs():
+    metadata = {"note_prompt": "Old.", "note_depth": "4", "note_role": 0, "note_interval": 3, "variables": {}}
+    same = chats.with_authors_note(metadata, chats.AuthorsNote("Old.", 4, "system"))
+    assert same == metadata
+    changed = chats.with_authors_note(metadata, chats.AuthorsNote("New.", 1, "user"))
+    assert changed == {**metadata, "note_prompt": "New.", "note_depth": 1, "note_role": 1}
+    assert chats.with_authors_note({}, chats.AuthorsNote()) == {}
+    assert chats.with_authors_note({}, chats.AuthorsNote("Hi.")) == {"note_prompt": "Hi."}
+
+
+def test_a_narrator_message_is_told_from_a_character_message():
+    data = jsonl(
+        HEADER,
+        message(name="System", mes="Night falls.", extra={"type": "narrator", "api": "manual"}),
+        message(name="System", mes="A character called System."),
+        message(name="Alex", mes="Odd.", is_user=True, extra={"type": "narrator"}),
+    )
+    assert [m.is_narrator for m in chats.parse_chat_jsonl(data).messages] == [True, False, False]
 
 
 def test_group_chat_without_header_takes_names_from_the_messages():
