@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, transaction
 from django.utils import timezone
@@ -12,7 +14,7 @@ from orbchat.interop.errors import InteropError
 from orbchat.library.models import Character
 from rooms import tokens
 from rooms.models import Message, Presence, Room, Seat, Variant
-from rooms.services import retry_when_locked, room_delete, room_persona
+from rooms.services import NARRATOR, retry_when_locked, room_delete, room_persona
 
 # Messages written per transaction (with their swipes, about twice as many rows). SQLite lets
 # one connection write at a time: a chat of 100,000 messages written in one transaction would
@@ -32,7 +34,7 @@ def chat_import(
     Raise orbchat.interop.errors.InteropError when nothing in the file is usable or it cannot
     be saved.
     """
-    parsed = chats.parse_chat_jsonl(content)
+    parsed = chats.parse_chat_jsonl(content, zone=timezone.get_default_timezone())
     limit = settings.MAX_MESSAGE_CHARS
     problems = list(parsed.problems)
     items = []
@@ -41,14 +43,33 @@ def chat_import(
             problems.append(f"message {number}: longer than {limit:,} characters")
         else:
             items.append(item)
+    metadata = parsed.chat_metadata
+    note = chats.authors_note(metadata)
     with transaction.atomic():
         room = Room.objects.create(
             host=host,
             title=title or f"{character.name} (imported)",
             preset=host.presets.order_by("pk").first(),
-            authors_note=str(parsed.chat_metadata.get("note_prompt") or ""),
+            authors_note=note.text,
+            authors_note_depth=note.depth,
+            authors_note_role=note.role,
+            chat_header={
+                "user_name": parsed.user_name,
+                "character_name": parsed.character_name,
+                "create_date": parsed.create_date,
+                "chat_metadata": metadata,
+                **parsed.header_other,
+            },
             next_seq=len(items),
         )
+        book_name = metadata.get("world_info")
+        book = (
+            host.world_books.filter(name=book_name).order_by("pk").first()
+            if isinstance(book_name, str) and book_name
+            else None
+        )
+        if book:
+            room.world_books.add(book)
         seat = Seat.objects.create(
             room=room, character=character, name=character.name, talkativeness=character.talkativeness
         )
@@ -68,23 +89,54 @@ def chat_import(
     return room, problems
 
 
+def _speaker(item: chats.ChatMessage, character: Character, host: User) -> str:
+    if item.is_narrator:
+        return NARRATOR
+    return item.name or (host.get_username() if item.is_user else character.name)
+
+
+def _message_fields(item: chats.ChatMessage, speaker_name: str) -> dict:
+    """Return what a message keeps of the file beyond its columns: `extra`, other keys, its own name."""
+    fields = {**item.other, "extra": item.extra}
+    if item.name != speaker_name:
+        fields["name"] = item.name
+    return fields
+
+
+def _swipe_model(item: chats.ChatMessage, info: dict) -> str:
+    extra = info.get("extra") if isinstance(info.get("extra"), dict) else {}
+    return str(extra.get("model") or item.extra.get("model") or "")[:300]
+
+
+def _swipe_time(item: chats.ChatMessage, info: dict, index: int, key: str) -> datetime | None:
+    """Return a swipe's gen_started/gen_finished: its swipe_info's, else the message's for the shown one."""
+    value = info.get(key)
+    if value is None and index == item.swipe_id:
+        value = item.other.get(key)
+    return chats.parse_send_date(value, timezone.get_default_timezone())
+
+
 def _import_batch(room: Room, seat: Seat, character: Character, items: list, *, first_seq: int) -> None:
     """Write one batch of imported messages and their swipes, in one transaction."""
     host = room.host
     counted = [[(text, tokens.count(text)) for text in item.swipes] for item in items]  # before locking
-    messages = [
-        Message(
-            room=room,
-            seq=first_seq + offset,
-            kind=Message.Kind.HUMAN if item.is_user else Message.Kind.CHARACTER,
-            author=host if item.is_user else None,
-            seat=None if item.is_user else seat,
-            speaker_name=item.name or (character.name if not item.is_user else host.get_username()),
-            hidden=item.hidden,
-            active_index=item.swipe_id,
+    messages = []
+    for offset, item in enumerate(items):
+        speaker_name = _speaker(item, character, host)
+        messages.append(
+            Message(
+                room=room,
+                seq=first_seq + offset,
+                kind=Message.Kind.HUMAN if item.is_user else Message.Kind.CHARACTER,
+                author=host if item.is_user else None,
+                # A narrator message has no seat: it is the room's Narrator speaking.
+                seat=None if item.is_user or item.is_narrator else seat,
+                speaker_name=speaker_name,
+                hidden=item.hidden,
+                active_index=item.swipe_id,
+                chat_fields=_message_fields(item, speaker_name),
+            )
         )
-        for offset, item in enumerate(items)
-    ]
     with transaction.atomic():
         Message.objects.bulk_create(messages)
         dated = []
@@ -101,10 +153,13 @@ def _import_batch(room: Room, seat: Seat, character: Character, items: list, *, 
                     index=index,
                     text=text,
                     tokens=count,
-                    model=str(item.extra.get("model") or ""),
+                    model=_swipe_model(item, info),
+                    started_at=_swipe_time(item, info, index, "gen_started"),
+                    finished_at=_swipe_time(item, info, index, "gen_finished"),
+                    chat_fields=info,
                 )
                 for message, item, swipes in zip(messages, items, counted, strict=True)
-                for index, (text, count) in enumerate(swipes)
+                for index, ((text, count), info) in enumerate(zip(swipes, item.swipe_info, strict=True))
             ],
             batch_size=500,
         )
@@ -126,35 +181,50 @@ def _discard(room: Room) -> None:
     retry_when_locked(lambda: room_delete(room=room), refusal=busy)
 
 
+def _exported_message(message: Message, variants: list[Variant]) -> chats.ChatMessage:
+    active = min(message.active_index, len(variants) - 1)
+    fields = dict(message.chat_fields)
+    name = fields.pop("name", message.speaker_name)
+    model = variants[active].model
+    extra = fields.pop("extra") if "extra" in fields else ({"model": model} if model else {})
+    return chats.ChatMessage(
+        name=name,
+        is_user=message.is_human,
+        hidden=message.hidden,
+        send_date=message.created_at,
+        swipes=[v.text for v in variants],
+        swipe_id=active,
+        swipe_info=[v.chat_fields for v in variants],
+        extra=extra,
+        other=fields,
+    )
+
+
 def chat_file(room: Room) -> chats.ChatFile:
-    """Return the room as a SillyTavern chat (swipes, hidden flags and order kept)."""
+    """Return the room as a SillyTavern chat.
+
+    What an imported file carried comes back as it came (header, `chat_metadata`, each message's
+    and swipe's extra fields), with the room's author's note written over the file's.
+    """
     persona = room_persona(room)
     messages = []
     for message in room.messages.prefetch_related("variants").order_by("seq"):
         variants = sorted(message.variants.all(), key=lambda v: v.index)
-        if not variants:
-            continue
-        active = min(message.active_index, len(variants) - 1)
-        messages.append(
-            chats.ChatMessage(
-                name=message.speaker_name,
-                is_user=message.is_human,
-                hidden=message.hidden,
-                send_date=message.created_at,
-                swipes=[v.text for v in variants],
-                swipe_id=active,
-                swipe_info=[{} for _ in variants],
-                extra={"model": variants[active].model} if variants[active].model else {},
-                other={},
-            )
-        )
+        if variants:
+            messages.append(_exported_message(message, variants))
+    header = dict(room.chat_header)
     seat = room.seats.first()
+    user_name = header.pop("user_name", "") or (persona.name if persona else room.host.get_username())
+    character_name = header.pop("character_name", "") or (seat.name if seat else "")
+    note = chats.AuthorsNote(
+        text=room.authors_note, depth=room.authors_note_depth, role=room.authors_note_role
+    )
     return chats.ChatFile(
-        user_name=persona.name if persona else room.host.get_username(),
-        character_name=seat.name if seat else "",
-        create_date=room.created_at.isoformat(),
-        chat_metadata={"note_prompt": room.authors_note} if room.authors_note else {},
-        header_other={},
+        user_name=user_name,
+        character_name=character_name,
+        create_date=header.pop("create_date", "") or room.created_at.isoformat(),
+        chat_metadata=chats.with_authors_note(header.pop("chat_metadata", {}), note),
+        header_other=header,
         messages=messages,
         problems=[],
     )

@@ -40,6 +40,9 @@ class Room(models.Model):
     next_seq = models.PositiveIntegerField(default=0)
     # World-info timed effects (sticky / cooldown) carried between turns.
     world_info_state = models.JSONField(default=dict, blank=True)
+    # What an imported SillyTavern chat's header held (create_date, chat_metadata, other keys),
+    # given back on export with what OrbChat uses written over it.
+    chat_header = models.JSONField(default=dict, blank=True)
     # The person the host offered the host role to; they become host when they accept.
     host_offer_to = models.ForeignKey(
         conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -159,6 +162,9 @@ class Message(models.Model):
     speaker_name = models.CharField(max_length=500)
     hidden = models.BooleanField(default=False)
     active_index = models.PositiveIntegerField(default=0)
+    # The fields of an imported SillyTavern message that have no column here (`extra`,
+    # `gen_started`, `force_avatar`, …), given back on export.
+    chat_fields = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -197,6 +203,8 @@ class Variant(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     first_token_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # An imported swipe's SillyTavern `swipe_info` entry, given back on export.
+    chat_fields = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
