@@ -137,6 +137,21 @@ def _import_batch(room: Room, seat: Seat, character: Character, items: list, *, 
                 chat_fields=_message_fields(item, speaker_name),
             )
         )
+    variants = [
+        Variant(
+            message=message,
+            room=room,
+            index=index,
+            text=text,
+            tokens=count,
+            model=_swipe_model(item, info),
+            started_at=_swipe_time(item, info, index, "gen_started"),
+            finished_at=_swipe_time(item, info, index, "gen_finished"),
+            chat_fields=info,
+        )
+        for message, item, swipes in zip(messages, items, counted, strict=True)
+        for index, ((text, count), info) in enumerate(zip(swipes, item.swipe_info, strict=True))
+    ]
     with transaction.atomic():
         Message.objects.bulk_create(messages)
         dated = []
@@ -145,24 +160,7 @@ def _import_batch(room: Room, seat: Seat, character: Character, items: list, *, 
                 message.created_at = item.send_date
                 dated.append(message)
         Message.objects.bulk_update(dated, ["created_at"], batch_size=500)
-        Variant.objects.bulk_create(
-            [
-                Variant(
-                    message=message,
-                    room=room,
-                    index=index,
-                    text=text,
-                    tokens=count,
-                    model=_swipe_model(item, info),
-                    started_at=_swipe_time(item, info, index, "gen_started"),
-                    finished_at=_swipe_time(item, info, index, "gen_finished"),
-                    chat_fields=info,
-                )
-                for message, item, swipes in zip(messages, items, counted, strict=True)
-                for index, ((text, count), info) in enumerate(zip(swipes, item.swipe_info, strict=True))
-            ],
-            batch_size=500,
-        )
+        Variant.objects.bulk_create(variants, batch_size=500)
 
 
 def _discard(room: Room) -> None:
