@@ -96,8 +96,11 @@ def _speaker(item: chats.ChatMessage, character: Character, host: User) -> str:
 
 
 def _message_fields(item: chats.ChatMessage, speaker_name: str) -> dict:
-    """Return what a message keeps of the file beyond its columns: `extra`, other keys, its own name."""
-    fields = {**item.other, "extra": item.extra}
+    """Return what a message keeps of the file beyond its columns: `extra`, other keys, its own name.
+
+    `swipe_id` is kept too: the swipe whose `extra` the message's is.
+    """
+    fields = {**item.other, "extra": item.extra, "swipe_id": item.swipe_id}
     if item.name != speaker_name:
         fields["name"] = item.name
     return fields
@@ -183,13 +186,21 @@ def _exported_message(message: Message, variants: list[Variant]) -> chats.ChatMe
     active = min(message.active_index, len(variants) - 1)
     fields = dict(message.chat_fields)
     name = fields.pop("name", message.speaker_name)
-    model = variants[active].model
-    extra = fields.pop("extra") if "extra" in fields else ({"model": model} if model else {})
+    imported_extra, imported_shown = fields.pop("extra", None), fields.pop("swipe_id", None)
+    info, model = variants[active].chat_fields, variants[active].model
+    send_date = message.created_at
+    if imported_extra is not None and active == imported_shown:
+        extra = imported_extra
+    else:
+        # Another swipe is shown than the file showed: as on a swipe in SillyTavern, the message
+        # takes that swipe's own extra and date.
+        extra = info["extra"] if isinstance(info.get("extra"), dict) else ({"model": model} if model else {})
+        send_date = chats.parse_send_date(info.get("send_date"), timezone.get_default_timezone()) or send_date
     return chats.ChatMessage(
         name=name,
         is_user=message.is_human,
         hidden=message.hidden,
-        send_date=message.created_at,
+        send_date=send_date,
         swipes=[v.text for v in variants],
         swipe_id=active,
         swipe_info=[v.chat_fields for v in variants],

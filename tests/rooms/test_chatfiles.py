@@ -175,6 +175,16 @@ def test_a_changed_authors_note_is_exported_over_the_files(host, character):
     assert metadata == {**METADATA, "note_prompt": "Sunny now.", "note_depth": 2, "note_role": 2}
 
 
+def test_showing_another_swipe_exports_that_swipes_extra_and_date(host, character):
+    room, _ = chatfiles.chat_import(host=host, character=character, content=chat_jsonl())
+    room.messages.filter(seq=2).update(active_index=2)
+    line = exported(room)[3]
+    assert line["mes"] == "The fog hides them."
+    assert line["extra"] == LINES[2]["swipe_info"][2]["extra"]
+    assert line["send_date"] == "2024-07-12T01:34:00.000Z"
+    assert line["swipe_info"] == LINES[2]["swipe_info"]
+
+
 def test_a_narrator_message_becomes_the_rooms_narrator(host, character):
     room, _ = chatfiles.chat_import(host=host, character=character, content=chat_jsonl())
     narrator = room.messages.get(seq=3)
