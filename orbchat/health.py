@@ -17,6 +17,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import connection
 
+from orbchat import redis
+
 OK = "ok"
 
 
@@ -46,10 +48,7 @@ def check_db() -> str:
 
 
 def check_redis() -> str:
-    import redis
-
-    timeout = _own_limit()
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=timeout, socket_timeout=timeout)
+    client = redis.probe_client(timeout=_own_limit())
     try:
         client.ping()
     finally:
