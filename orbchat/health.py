@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection
 
 from orbchat import redis
+from orbchat.celery import app
 
 OK = "ok"
 
@@ -66,8 +67,6 @@ def check_chroma() -> str:
 
 
 def check_worker() -> str:
-    from orbchat.celery import app
-
     timeout = settings.HEALTH_WORKER_TIMEOUT
     with app.connection_for_write() as conn:
         # Fail fast when the broker is down instead of Celery's default endless retry.
