@@ -19,6 +19,8 @@ def main(argv: list[str] | None = None) -> None:
 
     Django must be set up already (`python -m bench` does it).
     """
+    # Imported here, like each benchmark below: `python -m bench` loads this package before it
+    # sets up Django, and the benchmarks import the apps' models.
     from bench.kit import BenchError
 
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run one of OrbChat's benchmarks.")

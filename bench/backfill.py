@@ -14,6 +14,14 @@ import resource
 import time
 
 from bench import kit
+from memory import index, selectors
+from memory.models import Scene
+from memory.services.catch_up import backfill, catch_up
+from memory.services.indexing import scene_text
+from orbchat.connections import embedder
+from orbchat.connections import services as connections
+from orbchat.library import services as library
+from rooms import services
 
 NAMES = ["Maren", "Tobin", "Harrow", "Ilse", "Corwin", "Esk", "Wren", "Dunmore"]
 PLACES = ["the lighthouse", "Inchfallow", "the customs house", "the seal rocks", "the fog bell", "the ferry"]
@@ -52,8 +60,6 @@ class Bench:
         print(f"wrote {out}")
 
     def _room(self, user, character, size: int):
-        from rooms import services
-
         rng = random.Random(size)
         room = services.room_create_from_character(host=user, character=character)
         kit.bulk_history(room, range(1, size), text_for=lambda seq: message_text(rng, seq), tokens=40)
@@ -61,13 +67,6 @@ class Bench:
         return room
 
     def _run(self, size: int) -> dict:
-        from memory import index, selectors
-        from memory.models import Scene
-        from memory.services.catch_up import backfill
-        from memory.services.indexing import scene_text
-        from orbchat.connections import embedder
-        from orbchat.connections import services as connections
-        from orbchat.library import services as library
         from tests.fakes.llm import FakeLLM, Reply
 
         user = kit.bench_user("bench")
@@ -144,8 +143,6 @@ class Bench:
         more, then `catch_up`, CATCH_UPS times (every 8th completes a block, which is written)."""
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
-
-        from memory.services.catch_up import catch_up
 
         times, queries = [], []
         for seq in range(size, size + CATCH_UPS):

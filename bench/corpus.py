@@ -30,7 +30,17 @@ import time
 from pathlib import Path
 
 from bench import kit, locomo, recall
-from corpus import ranking
+from corpus import ranking, search
+from memory import index
+from memory.drafts import Line
+from memory.models import Scene
+from memory.selectors import block_tuning, reading_generation, tuning_get
+from memory.services.catch_up import catch_up
+from memory.services.indexing import generations_ensure, index_scenes, scene_text
+from orbchat.connections import embedder
+from orbchat.library import services as library
+from rooms import services as rooms
+from rooms.models import Room
 
 # (fusion, asked in the question's own room?)
 VARIANTS: dict[str, tuple[ranking.Fusion, bool]] = {
@@ -138,10 +148,6 @@ class Bench(recall.Bench):
 
     def _build(self, user, conversation: locomo.Conversation, memories: bool):
         """A room holding the conversation, with its scenes (and memory) built by the real services."""
-        from memory.selectors import block_tuning, tuning_get
-        from memory.services.catch_up import catch_up
-        from memory.services.indexing import generations_ensure, index_scenes
-
         room, seqs = self._room(user, conversation, [0] * len(conversation.turns))
         t = block_tuning(tuning_get())
         if memories:
@@ -155,9 +161,6 @@ class Bench(recall.Bench):
     def _quality(
         self, conversations, per_conversation: int, names: list[str], memories: bool, dump: str = ""
     ) -> dict:
-        from corpus import search
-        from orbchat.connections import embedder
-
         user = self._user("locomo")
         embedder.embed(["warm up"])
         records: dict[str, list[dict]] = {name: [] for name in names}
@@ -197,9 +200,6 @@ class Bench(recall.Bench):
                 f"in {time.perf_counter() - clock:.1f} s"
             )
         if dump:
-            from memory import index
-            from memory.selectors import reading_generation
-
             generation = reading_generation(user)
             ids, texts, metas = index.index_documents(generation, "scenes", where={"host": user.pk})
             Path(dump).write_text(json.dumps({"questions": dumped, "scenes": [ids, texts, metas]}))
@@ -220,8 +220,6 @@ class Bench(recall.Bench):
 
     def _calibrate(self, user, target: str, answered: list[dict], negatives: list[str]) -> dict:
         """Pick the cosine that best separates answered questions from off-topic queries."""
-        from corpus import search
-
         positives = [r["best_cosine"] for r in answered if r["hit"] and r["best_cosine"] is not None]
         off: list[float] = []
         judged_close = 0
@@ -244,16 +242,6 @@ class Bench(recall.Bench):
 
     def _scale(self, conversations, rooms_n: int, per_room: int, queries_n: int) -> dict:
         import numpy as np
-
-        from corpus import search
-        from memory import index
-        from memory.drafts import Line
-        from memory.models import Scene
-        from memory.selectors import block_tuning, reading_generation, tuning_get
-        from memory.services.indexing import generations_ensure, scene_text
-        from orbchat.library import services as library
-        from rooms import services as rooms
-        from rooms.models import Room
 
         t = block_tuning(tuning_get())
         source_user = self.users[0]
@@ -424,16 +412,14 @@ def _lines_of(text: str) -> list[tuple[str, str]]:
 
 def _rankings(user, room_id: int, qa: locomo.Question, evidence: list[int]) -> dict:
     """A question's top-100 by meaning and by words, in its room and across all rooms."""
-    from corpus import search
-
     ranked = {}
     for method in (ranking.DENSE, ranking.LEXICAL):
-        for scope, rooms in (("room", [room_id]), ("all", None)):
+        for scope, room_ids in (("room", [room_id]), ("all", None)):
             found = search.search(
                 user,
                 target="scenes",
                 q=qa.question,
-                room_ids=rooms,
+                room_ids=room_ids,
                 limit=100,
                 fusion=ranking.Fusion(method=method, candidates=100),
             )

@@ -25,6 +25,10 @@ from django.conf import settings
 from django.db import connection
 
 from bench import locomo
+from memory import vectorstore
+from orbchat.accounts.models import User
+from orbchat.library import services as library
+from rooms.models import Message, Room, Variant
 
 PERSON = "Traveller"  # the speaker of the person's messages in a bulk-inserted history
 
@@ -115,8 +119,6 @@ class Children:
 
     def ensure_chroma(self) -> None:
         """Start a private Chroma server when none answers at settings.CHROMA_URL, and point it there."""
-        from memory import vectorstore
-
         try:
             vectorstore.heartbeat()
             return
@@ -161,9 +163,6 @@ def database_url() -> str:
 
 def bench_user(name: str):
     """A throwaway user called `name-<random>`, with the default preset; the caller deletes it."""
-    from orbchat.accounts.models import User
-    from orbchat.library import services as library
-
     user = User.objects.create_user(username=f"{name}-{secrets.token_hex(4)}", password=secrets.token_hex(16))
     library.preset_default_create(owner=user)
     return user
@@ -196,8 +195,6 @@ def bulk_history(
     is `speaker_for(seq)`, by default PERSON or the seat's name. The room's next seq becomes
     `next_seq`, by default the one after the last message (unchanged when there is none).
     """
-    from rooms.models import Message, Room, Variant
-
     seat = room.seats.get()
 
     def message(seq: int) -> Message:

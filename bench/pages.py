@@ -32,6 +32,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from bench import kit
+from orbchat.library import services as library
+from rooms import services
 
 SINGLE_ROOM = 10_000
 CONCURRENT_ROOM = 2_000
@@ -135,9 +137,6 @@ class Bench:
     # Data -----------------------------------------------------------------------------------
 
     def _rooms(self, user):
-        from orbchat.library import services as library
-        from rooms import services
-
         card = {"name": "Keeper", "description": "Keeps the harbour ledger.", "first_mes": "Welcome."}
         character = library.character_create(owner=user, card=card)
         rooms = []

@@ -27,6 +27,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench import kit, locomo
 from bench.backfill import NAMES, PLACES, THINGS, message_text, sentence
+from memory import blocks, extractive, index, models
+from memory.blocks import block_range
+from memory.drafts import MAX_FACTS, MAX_KEYWORDS, Draft, render, shorten, when_label
+from memory.models import SHARED, Summary, VectorIndex
+from memory.recall import recaller
+from memory.selectors import block_tuning, memory_on, tuning_get
+from memory.services.catch_up import catch_up
+from memory.services.indexing import generations_ensure
+from memory.services.summaries import keyword_words
+from memory.summarize import MAX_PROMPT_MESSAGE
+from orbchat.connections import embedder
+from orbchat.connections import services as connections
+from orbchat.connections.embedder import DIMENSIONS
+from orbchat.library import services as library
+from orbchat.prompting.assemble import default_count_tokens
+from rooms import services as rooms
+from rooms import tokens
+from rooms.models import Message, Room, Variant
 
 LIVE = 8  # the live window: the last 8 turns are in the prompt, not in memory
 CONTEXT = 8192  # tokens of context the memory budget is a share of
@@ -122,9 +140,6 @@ class ObservationModel:
 
     def load(self, conversation: locomo.Conversation, seqs: dict[str, int]) -> None:
         """Answer for this conversation from now on (turn texts as the prompt shows them)."""
-        from memory.drafts import shorten
-        from memory.summarize import MAX_PROMPT_MESSAGE
-
         by_text: dict[str, list[tuple[int, str]]] = {}
         for turn in conversation.turns:
             key = shorten(turn.text, MAX_PROMPT_MESSAGE)
@@ -147,16 +162,11 @@ class ObservationModel:
         return f"{conversation.speaker_a} and {conversation.speaker_b}"
 
     def _keywords(self, conversation: locomo.Conversation, facts: list[str]) -> list[str]:
-        from memory import extractive
-        from memory.drafts import MAX_KEYWORDS
-
         speakers = {conversation.speaker_a.casefold(), conversation.speaker_b.casefold()}
         names = extractive.proper_names(" ".join(facts))
         return [name for name in names if name.casefold() not in speakers][:MAX_KEYWORDS]
 
     def _block(self, conversation: locomo.Conversation, by_text: dict, prompt: str) -> dict:
-        from memory.drafts import when_label
-
         _, _, transcript = prompt.partition("Transcript:\n")
         ids: set[str] = set()
         for line in transcript.splitlines():
@@ -174,9 +184,6 @@ class ObservationModel:
         return {"heading": heading, "facts": facts, "keywords": self._keywords(conversation, facts)}
 
     def _rollup(self, conversation: locomo.Conversation, prompt: str) -> dict:
-        from memory import extractive
-        from memory.drafts import MAX_FACTS, MAX_KEYWORDS, when_label
-
         body = prompt.removeprefix("Notes, oldest first:").rsplit("\n\nWrite the JSON object", 1)[0]
         notes = [note.strip() for note in _NOTE_RE.split(body) if note.strip()]
         children: list[list[str]] = []
@@ -268,10 +275,6 @@ class Bench:
         return user
 
     def _clean_up(self) -> None:
-        from memory import index
-        from memory.models import VectorIndex
-        from rooms import services as rooms
-
         for user in self.users:
             try:
                 for room in list(user.hosted_rooms.all()):
@@ -289,10 +292,6 @@ class Bench:
 
         Returns the room and each turn's seq by dia id.
         """
-        from orbchat.library import services as library
-        from rooms import services as rooms
-        from rooms.models import Message, Room, Variant
-
         card = {"name": conversation.speaker_b, "description": "A friend.", "first_mes": ""}
         character = library.character_create(owner=user, card=card)
         room = rooms.room_create_from_character(host=user, character=character)
@@ -332,12 +331,6 @@ class Bench:
     # The benchmark --------------------------------------------------------------------------------
 
     def _run(self, conversations: list[locomo.Conversation], per_conversation: int) -> dict:
-        from memory.selectors import memory_on, tuning_get
-        from memory.services.catch_up import catch_up
-        from orbchat.connections import embedder
-        from orbchat.connections import services as connections
-        from rooms import tokens
-
         tuning = tuning_get()
         budget = int(CONTEXT * tuning.budget_share)
         variants = {name: _variant(tuning, **changes) for name, (_, changes) in MEMORY_SYSTEMS.items()}
@@ -397,10 +390,6 @@ class Bench:
 
     def _ask(self, conversation, questions, seqs, rooms, variants, budget, records) -> None:
         import numpy as np
-
-        from memory.recall import recaller
-        from orbchat.connections import embedder
-        from orbchat.prompting.assemble import default_count_tokens
 
         turns = conversation.turns
         ordered = sorted(seqs.values())
@@ -467,15 +456,6 @@ class Bench:
 
     def _scale(self, size: int, turns: int) -> dict:
         import numpy as np
-
-        from memory import blocks
-        from memory.recall import recaller
-        from memory.selectors import block_tuning, tuning_get
-        from memory.services.indexing import generations_ensure
-        from orbchat.connections import embedder
-        from orbchat.library import services as library
-        from orbchat.prompting.assemble import default_count_tokens
-        from rooms import services as rooms
 
         rng = random.Random(size)
         vectors_rng = np.random.default_rng(size)
@@ -557,8 +537,6 @@ class Bench:
 def _matrix(vectors: list[list[float]]):
     import numpy as np
 
-    from orbchat.connections.embedder import DIMENSIONS
-
     return np.asarray(vectors, dtype=np.float32).reshape(len(vectors), DIMENSIONS)
 
 
@@ -593,11 +571,6 @@ def _summary(records: list[dict]) -> dict:
 
 
 def _synthetic_summary(room, tier: int, block: int, t, rng: random.Random, start: dt.datetime):
-    from memory import index
-    from memory.blocks import block_range
-    from memory.drafts import Draft, render, when_label
-    from memory.models import SHARED, Summary
-
     first, end = block_range(tier, block, t)
     first_at = start + dt.timedelta(minutes=first)
     last_at = start + dt.timedelta(minutes=end - 1)
@@ -630,10 +603,6 @@ def _store_summaries(summaries: list, generation, rng) -> int:
     """Save summaries and put random unit vectors for them into the generation's `memories`."""
     import numpy as np
 
-    from memory import index
-    from memory.models import Summary
-    from orbchat.connections.embedder import DIMENSIONS
-
     for start in range(0, len(summaries), 1_000):
         batch = summaries[start : start + 1_000]
         Summary.objects.bulk_create(batch)
@@ -646,9 +615,6 @@ def _store_summaries(summaries: list, generation, rng) -> int:
 
 def _keyword_rows(summaries: list) -> None:
     """Fill the keyword lookup for bulk-created summaries, as memory's summaries service does."""
-    from memory import models
-    from memory.services.summaries import keyword_words
-
     if not hasattr(models, "SummaryKeyword"):
         return  # a version of memory without the lookup table
     if summaries and summaries[0].pk is None:

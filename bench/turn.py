@@ -24,6 +24,9 @@ import urllib.request
 from django.conf import settings
 
 from bench import kit
+from orbchat.connections import services as connections
+from orbchat.library import services as library
+from rooms import services, tokens
 
 SIZES = (100, 1_000, 10_000, 100_000)
 TABS = (1, 20)
@@ -95,9 +98,6 @@ class Bench:
     # Data -----------------------------------------------------------------------------------
 
     def _setup(self):
-        from orbchat.connections import services as connections
-        from orbchat.library import services as library
-
         user = kit.bench_user("bench")
         connections.connection_create(
             owner=user, name="fake", provider="local", model="fake", api_base=f"{self.provider}/v1"
@@ -107,8 +107,6 @@ class Bench:
 
     def _room(self, user, character, size: int):
         """A room whose history already holds `size` messages (bulk-inserted, counted once)."""
-        from rooms import services, tokens
-
         room = services.room_create_from_character(host=user, character=character)
         count = tokens.count(FILLER)
         kit.bulk_history(room, range(1, size), text_for=lambda seq: f"{seq}: {FILLER}", tokens=count)

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from django import forms
 
+from corpus import selectors
+from rooms.selectors import hosted_rooms
+
 TARGETS = [("scenes", "Scenes"), ("memories", "Memories")]
 
 
@@ -15,9 +18,6 @@ class ExploreForm(forms.Form):
     page = forms.IntegerField(min_value=1, max_value=1000, required=False)
 
     def __init__(self, *args, user, **kwargs) -> None:
-        from corpus import selectors
-        from rooms.selectors import hosted_rooms
-
         super().__init__(*args, **kwargs)
         self.fields["room"].queryset = hosted_rooms(user=user)
         self.fields["character"].queryset = selectors.hosted_characters(user)

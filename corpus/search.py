@@ -34,7 +34,7 @@ from corpus.ranking import MEMORIES, SCENES, TARGETS
 from memory import index
 from memory.models import Scene, Summary, VectorIndex
 from memory.selectors import reading_generation
-from orbchat.connections import embedding
+from orbchat.connections import embedding, gateway
 from rooms.models import Room, Seat
 
 log = logging.getLogger(__name__)
@@ -449,8 +449,6 @@ def _order(
 
 
 def _plain(exc: Exception) -> str:
-    from orbchat.connections import gateway
-
     return gateway.plain_error(exc)
 
 

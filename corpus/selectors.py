@@ -10,8 +10,9 @@ from corpus import ranking
 from memory import blocks
 from memory.models import Scene, Summary
 from memory.selectors import block_tuning, tuning_get
+from orbchat.library.models import Character
 from rooms import selectors as rooms_selectors
-from rooms.models import Message, Room
+from rooms.models import Message, Room, Seat
 
 WINDOW_AROUND = 3  # messages shown before and after a scene
 WINDOW_LIMIT = 60  # messages at most in one window (a deep roll-up covers hundreds)
@@ -119,8 +120,6 @@ def window(room: Room, seq_from: int, seq_to: int, *, q: str = "", around: int =
 
 def characters_of(rooms_ids: list[int]) -> dict[int, list[str]]:
     """The seated characters' names per room."""
-    from rooms.models import Seat
-
     names: dict[int, list[str]] = {}
     for room_id, name in Seat.objects.filter(room_id__in=rooms_ids).values_list("room_id", "name"):
         names.setdefault(room_id, []).append(name)
@@ -128,6 +127,4 @@ def characters_of(rooms_ids: list[int]) -> dict[int, list[str]]:
 
 
 def hosted_characters(user):
-    from orbchat.library.models import Character
-
     return Character.objects.filter(owner=user).filter(Q(seats__room__host=user)).distinct().order_by("name")

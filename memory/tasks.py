@@ -11,17 +11,18 @@ import logging
 import time
 from collections.abc import Callable
 
-import redis
-import redis.lock
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from redis.exceptions import LockError, LockNotOwnedError
+from redis.lock import Lock
 
 from memory import jobs, selectors
 from memory.models import VectorIndex
 from memory.services import catch_up as passes
 from memory.services import indexing
 from memory.services.summaries import ProviderTrouble
+from orbchat import redis
 from orbchat.connections.embedding import EmbedderFailed
 from rooms import events
 from rooms.models import Room
@@ -29,27 +30,11 @@ from rooms.models import Room
 log = logging.getLogger(__name__)
 
 
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL)
-
-
-def dirty_key(room_id: int) -> str:
-    return f"orbchat:memory-dirty:{room_id}"
-
-
-def lock_key(room_id: int) -> str:
-    return f"orbchat:memory-lock:{room_id}"
-
-
-def cancel_key(room_id: int) -> str:
-    return f"orbchat:memory-cancel:{room_id}"
-
-
 class LockLost(Exception):
     """Another run took the room while this one was in a step longer than the lock's life."""
 
 
-def _heartbeat(lock: redis.lock.Lock, ttl: int) -> Callable[[], None]:
+def _heartbeat(lock: Lock, ttl: int) -> Callable[[], None]:
     """Keep `lock` for `ttl` more seconds; take it again if a slow step outlived it.
 
     One step can outlast the lock (loading the embedding model in a cold worker, a slow model
@@ -60,7 +45,7 @@ def _heartbeat(lock: redis.lock.Lock, ttl: int) -> Callable[[], None]:
     def beat() -> None:
         try:
             lock.extend(ttl, replace_ttl=True)
-        except redis.exceptions.LockNotOwnedError:
+        except LockNotOwnedError:
             if not lock.acquire(blocking=False):
                 raise LockLost() from None
 
@@ -75,30 +60,31 @@ def locked_runs(room_id: int, work: Callable[[Callable[[], None]], object]) -> b
     loses the room to another mid-way also answers False: the other run carries on.
     """
     ttl = settings.MEMORY_LOCK_TTL
-    client = _redis()
-    client.set(dirty_key(room_id), "1", ex=max(ttl, 60))
+    client = redis.sync_client()
+    client.set(redis.memory_dirty_key(room_id), "1", ex=max(ttl, 60))
     ran = False
     # A request may mark the room dirty just after the holder's last look and just before it
     # lets go; looking once more after releasing closes that gap.
-    while client.exists(dirty_key(room_id)):
-        lock = client.lock(lock_key(room_id), timeout=ttl, blocking=False)
+    while client.exists(redis.memory_dirty_key(room_id)):
+        lock = client.lock(redis.memory_lock_key(room_id), timeout=ttl, blocking=False)
         if not lock.acquire():
             return ran  # the holder sees the dirty mark and runs again
         lost = False
         try:
-            while client.getdel(dirty_key(room_id)):
+            while client.getdel(redis.memory_dirty_key(room_id)):
                 work(_heartbeat(lock, ttl))
                 ran = True
         except LockLost:
             lost = True
             log.warning("memory lock of room %s was taken by another run; leaving the room to it", room_id)
-            client.set(dirty_key(room_id), "1", ex=max(ttl, 60))  # what this run missed, the other does
+            # What this run missed, the other does.
+            client.set(redis.memory_dirty_key(room_id), "1", ex=max(ttl, 60))
             return False
         finally:
             if not lost:  # a lost lock is the other run's now
                 try:
                     lock.release()
-                except redis.exceptions.LockError:
+                except LockError:
                     log.warning("memory lock of room %s expired while working", room_id)
     return ran
 
@@ -185,7 +171,7 @@ class _UserPusher:
 )
 def backfill(self, room_id: int) -> None:
     """Build a room's whole memory with progress; cancellable; resumable by running again."""
-    client = _redis()
+    client = redis.sync_client()
     push = _UserPusher(
         Room.objects.filter(pk=room_id).values_list("host_id", flat=True).first(), "backfill", room_id
     )
@@ -195,9 +181,8 @@ def backfill(self, room_id: int) -> None:
             beat()
             push(done, total)
 
-        passes.backfill(
-            room_id, progress=progress, cancelled=lambda: bool(client.exists(cancel_key(room_id)))
-        )
+        cancel = redis.memory_cancel_key(room_id)
+        passes.backfill(room_id, progress=progress, cancelled=lambda: bool(client.exists(cancel)))
 
     try:
         if not locked_runs(room_id, work):
@@ -221,16 +206,16 @@ def backfill_start(room_id: int) -> None:
     is let go now rather than when it expires (MEMORY_LOCK_TTL). Should that worker only have
     been slow, its next heartbeat finds the room taken and it leaves the work to this run.
     """
-    client = _redis()
-    client.delete(cancel_key(room_id))
+    client = redis.sync_client()
+    client.delete(redis.memory_cancel_key(room_id))
     if selectors.backfill_progress(room_id)["phase"] == selectors.INTERRUPTED:
-        client.delete(lock_key(room_id))
+        client.delete(redis.memory_lock_key(room_id))
     passes.backfill_queue(room_id=room_id)
     backfill.delay(room_id)
 
 
 def backfill_cancel(room_id: int) -> None:
-    _redis().set(cancel_key(room_id), "1", ex=3600)
+    redis.sync_client().set(redis.memory_cancel_key(room_id), "1", ex=3600)
 
 
 @shared_task(

@@ -17,6 +17,9 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import connection
 
+from orbchat import redis
+from orbchat.celery import app
+
 OK = "ok"
 
 
@@ -46,10 +49,7 @@ def check_db() -> str:
 
 
 def check_redis() -> str:
-    import redis
-
-    timeout = _own_limit()
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=timeout, socket_timeout=timeout)
+    client = redis.probe_client(timeout=_own_limit())
     try:
         client.ping()
     finally:
@@ -67,8 +67,6 @@ def check_chroma() -> str:
 
 
 def check_worker() -> str:
-    from orbchat.celery import app
-
     timeout = settings.HEALTH_WORKER_TIMEOUT
     with app.connection_for_write() as conn:
         # Fail fast when the broker is down instead of Celery's default endless retry.

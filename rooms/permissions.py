@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from rooms.models import Member, Message, Room
+from rooms.options import room_options
 
 HOST = "host"
 MEMBER = "member"
@@ -70,8 +71,6 @@ def room_for_host(user, room_id: int) -> Room:
 def room_for_memory_reader(user, room_id: int) -> tuple[Room, str]:
     """Return the room and the reader's standing for its Memory panel: the host always, a member
     only when the host lets members read it (403 otherwise), 404 for anyone else."""
-    from rooms.options import room_options
-
     room = _room(room_id)
     who = standing(user, room)
     if who is None:

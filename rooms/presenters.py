@@ -17,6 +17,7 @@ from django.utils import timezone, translation
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from rooms import rendering
 from rooms.models import Message, Variant
 from rooms.rendering import RENDERER_KEY, HtmlCache, digest, render_cached
 
@@ -167,8 +168,6 @@ def room_page(room, *, csrf_token: str, limit: int = 200, at: int | None = None)
 
 def clear_caches() -> None:
     """Forget this process's rendered partials and Markdown (Django's cache keeps its copies)."""
-    from rooms import rendering
-
     _FRAGMENTS.clear()
     rendering.clear_cache()
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
-from rooms.models import Member, Room, Variant
+from rooms.models import Invite, Member, Room, Seat, Variant
+from rooms.timeline import ticks, timeline
 
 
 def visible_rooms(*, user) -> QuerySet[Room]:
@@ -51,9 +53,6 @@ def last_prompt(room: Room) -> dict | None:
 
 def room_people(room: Room) -> dict:
     """Return the room's seats (with presence) and people, for the People page and the room header."""
-    from rooms.models import Member, Seat
-    from rooms.timeline import ticks, timeline
-
     seats = list(Seat.objects.filter(room=room).select_related("character").prefetch_related("presences"))
     seated_ids = {s.pk for s in seats if any(p.left_seq is None for p in s.presences.all())}
     members = list(
@@ -74,10 +73,6 @@ def room_people(room: Room) -> dict:
 
 def pending_invitations(*, user):
     """Invitations addressed to `user` that are still open."""
-    from django.utils import timezone
-
-    from rooms.models import Invite
-
     now = timezone.now()
     return (
         Invite.objects.filter(user=user, revoked_at__isnull=True, room__archived_at__isnull=True)

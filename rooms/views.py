@@ -8,7 +8,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from memory.selectors import memory_on, tuning_get
+from memory import tasks as memory_tasks
+from memory.selectors import memory_on, room_memory_status, tuning_get
+from orbchat.connections.selectors import model_roles_get
 from orbchat.interop import chats as chat_codec
 from orbchat.interop.errors import InteropError
 from orbchat.library import selectors as library_selectors
@@ -29,8 +31,6 @@ from rooms.prompting import NoChatModel, TurnContext, plan_turn
 
 
 def chat_list(request: HttpRequest) -> HttpResponse:
-    from orbchat.connections.selectors import model_roles_get
-
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
     context = {
         "rooms": selectors.chat_list(user=request.user, q=q, tag=tag),
@@ -139,8 +139,6 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         services.room_update(room=room, settings={**room.settings, **RoomOptions(**play).to_json()}, **fields)
         messages.success(request, "Chat settings saved.")
         return redirect("rooms:room", pk=room.pk)
-    from memory.selectors import room_memory_status
-
     context = {"room": room, "form": form, "memory": room_memory_status(room), "nav": "home"}
     return render(request, "rooms/settings.html", context)
 
@@ -207,8 +205,6 @@ def chat_import(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"{upload.name}: imported.")
     if form.cleaned_data["build_memory"]:
-        from memory import tasks as memory_tasks
-
         memory_tasks.backfill_start(room.pk)
     return redirect("rooms:room", pk=room.pk)
 

@@ -19,16 +19,16 @@ import logging
 import math
 from dataclasses import dataclass
 
-import redis
 from django.conf import settings
 from django.http import HttpRequest
+from redis import RedisError
+
+from orbchat import redis
 
 log = logging.getLogger(__name__)
 
-PREFIX = "orbchat:login"
 FORGET_AFTER = 24 * 60 * 60  # seconds a count outlives its last failure
-
-_clients: dict[str, redis.Redis] = {}
+TIMEOUT = 2  # seconds Redis may take to answer before sign-in goes on unthrottled
 
 
 def delay_seconds(failures: int, *, free: int, cap: int) -> int:
@@ -78,24 +78,17 @@ class Attempt:
         account = hashlib.sha256(self.username.strip().casefold().encode()).hexdigest()
         address = address_key(self.address)
         return [
-            ("account", f"{PREFIX}:account:{account}", settings.LOGIN_FAILURES_BEFORE_DELAY),
-            ("address", f"{PREFIX}:address:{address}", settings.LOGIN_ADDRESS_FAILURES_BEFORE_DELAY),
+            ("account", redis.login_key("account", account), settings.LOGIN_FAILURES_BEFORE_DELAY),
+            ("address", redis.login_key("address", address), settings.LOGIN_ADDRESS_FAILURES_BEFORE_DELAY),
         ]
-
-
-def _redis() -> redis.Redis:
-    url = settings.REDIS_URL
-    client = _clients.get(url)
-    if client is None:
-        client = _clients[url] = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
-    return client
 
 
 def refusal(attempt: Attempt) -> tuple[str, int] | None:
     """The message and the seconds left when the account or the address is locked out, else None."""
     try:
-        waits = [(scope, _redis().pttl(f"{stem}:locked")) for scope, stem, _ in attempt.scopes()]
-    except redis.RedisError:
+        client = redis.sync_client(timeout=TIMEOUT)
+        waits = [(scope, client.pttl(f"{stem}:locked")) for scope, stem, _ in attempt.scopes()]
+    except RedisError:
         log.warning("Sign-in throttling is off: Redis cannot be reached.", exc_info=True)
         return None
     locked = [(scope, math.ceil(ms / 1000)) for scope, ms in waits if ms > 0]
@@ -108,14 +101,14 @@ def refusal(attempt: Attempt) -> tuple[str, int] | None:
 def failure_record(attempt: Attempt) -> None:
     """Count a failed sign-in, and lock the account or address out once it has failed too often."""
     try:
-        client = _redis()
+        client = redis.sync_client(timeout=TIMEOUT)
         for _, stem, free in attempt.scopes():
             failures = client.incr(f"{stem}:failures")
             client.expire(f"{stem}:failures", FORGET_AFTER)
             delay = delay_seconds(failures, free=free, cap=settings.LOGIN_MAX_DELAY_SECONDS)
             if delay:
                 client.set(f"{stem}:locked", "1", ex=delay)
-    except redis.RedisError:
+    except RedisError:
         log.warning("Sign-in throttling is off: Redis cannot be reached.", exc_info=True)
 
 
@@ -123,6 +116,6 @@ def success_record(attempt: Attempt) -> None:
     """Clear the account's count after a successful sign-in (the address keeps its own)."""
     _, stem, _ = attempt.scopes()[0]
     try:
-        _redis().delete(f"{stem}:failures", f"{stem}:locked")
-    except redis.RedisError:
+        redis.sync_client(timeout=TIMEOUT).delete(f"{stem}:failures", f"{stem}:locked")
+    except RedisError:
         log.warning("Sign-in throttling is off: Redis cannot be reached.", exc_info=True)

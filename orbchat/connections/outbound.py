@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from orbchat.accounts.models import User
+
 OPEN = "open"
 PUBLIC_ONLY = "public-only"
 AUTO = "auto"
@@ -99,8 +101,6 @@ def policy() -> str:
     chosen = settings.OUTBOUND_POLICY
     if chosen != AUTO:
         return chosen
-    from orbchat.accounts.models import User
-
     return OPEN if len(User.objects.values_list("pk", flat=True)[:2]) < 2 else PUBLIC_ONLY
 
 

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from memory.selectors import reindex_status
 from orbchat.connections import gateway, providers, reranker, selectors, services
 from orbchat.connections.forms import ConnectionForm, RolesForm
 from orbchat.connections.models import Connection, ModelRoles
@@ -46,8 +47,6 @@ def connection_list(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Model roles saved.")
             return redirect("connections:list")
-    from memory.selectors import reindex_status
-
     connections = Connection.objects.filter(owner=request.user)
     context = {
         "connections": connections,

@@ -16,7 +16,7 @@ from orbchat.interop import cards, kinds, png
 from orbchat.interop import presets as st_presets
 from orbchat.interop import worldbooks as st_worldbooks
 from orbchat.interop.errors import InteropError, load_json
-from orbchat.library import images, presets
+from orbchat.library import images, presets, starter
 from orbchat.library.models import (
     Character,
     ContextTemplate,
@@ -462,8 +462,6 @@ def _import_parsed(*, owner: User, filename: str, kind: kinds.Kind, parsed) -> I
 @transaction.atomic
 def starter_pack_install(*, owner: User) -> Character:
     """Give a new account a ready character, its world book, a persona and the default preset."""
-    from orbchat.library import starter
-
     character = character_create(owner=owner, card=starter.CHARACTER, avatar=starter.AVATAR_PATH.read_bytes())
     book = worldbook_create_from_data(owner=owner, data=starter.WORLD_BOOK)
     character.world_books.add(book)

@@ -3,11 +3,10 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
-from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
+from orbchat import redis
 from orbchat.accounts import throttle
 from tests.factories import PASSWORD, make_owner, make_user
 
@@ -16,8 +15,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def no_earlier_failures():
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    keys = list(client.scan_iter(f"{throttle.PREFIX}:*"))
+    client = redis.sync_client()
+    keys = list(client.scan_iter(f"{redis.LOGIN_PREFIX}:*"))
     if keys:
         client.delete(*keys)
     yield

@@ -12,6 +12,7 @@ from channels.layers import channel_layers
 
 from memory import index, selectors, tasks
 from memory.models import RoomMemory, Summary
+from orbchat import redis
 from orbchat.connections import services as connection_services
 from orbchat.consumers import user_group
 from rooms import services as room_services
@@ -58,12 +59,12 @@ def test_a_step_longer_than_the_lock_goes_on_when_nobody_took_the_room(settings)
         beats.append("took it again")
 
     assert tasks.locked_runs(9101, work) and beats == ["took it again"]
-    assert not tasks._redis().exists(tasks.lock_key(9101))  # released at the end
+    assert not redis.sync_client().exists(redis.memory_lock_key(9101))  # released at the end
 
 
 def test_a_run_that_lost_the_room_to_another_stops_and_leaves_it_to_that_run(settings):
     settings.MEMORY_LOCK_TTL = 1
-    other = tasks._redis().lock(tasks.lock_key(9102), timeout=30)
+    other = redis.sync_client().lock(redis.memory_lock_key(9102), timeout=30)
     after_beat = []
 
     def work(beat) -> None:
@@ -75,10 +76,10 @@ def test_a_run_that_lost_the_room_to_another_stops_and_leaves_it_to_that_run(set
     try:
         assert tasks.locked_runs(9102, work) is False and after_beat == []
         assert other.owned()  # untouched
-        assert tasks._redis().exists(tasks.dirty_key(9102))  # the other run looks again
+        assert redis.sync_client().exists(redis.memory_dirty_key(9102))  # the other run looks again
     finally:
         other.release()
-        tasks._redis().delete(tasks.dirty_key(9102))
+        redis.sync_client().delete(redis.memory_dirty_key(9102))
 
 
 def test_a_committed_reply_gets_its_summary_from_the_worker(room, celery_worker):

@@ -5,7 +5,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from orbchat.accounts.models import User
+from orbchat.interop.errors import InteropError
 from orbchat.library import services
+from orbchat.library.models import Character
+from rooms.chatfiles import chat_import
 
 
 class Command(BaseCommand):
@@ -49,10 +52,6 @@ class Command(BaseCommand):
 
     def _import_chat(self, owner: User, path: Path, content: bytes, character_id: int | None) -> int:
         """Import one chat; return 1 when it was refused."""
-        from orbchat.interop.errors import InteropError
-        from orbchat.library.models import Character
-        from rooms.chatfiles import chat_import
-
         character = Character.objects.filter(pk=character_id, owner=owner).first() if character_id else None
         if character is None:
             self.stdout.write(
