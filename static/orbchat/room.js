@@ -62,18 +62,24 @@
     return template.content;
   }
 
+  async function fetchPage(query) {
+    // The partials of a page of messages; null (with a notice) when they could not be had.
+    const response = await fetch(`${scroller.dataset.messagesUrl}?${query}`, { headers: { Accept: "text/html" } })
+      .catch(() => null);
+    if (response && response.ok) return response;
+    showNotice(`Messages could not be loaded${response ? ` (${response.status})` : ""}.`, false);
+    return null;
+  }
+
   async function loadPage(side) {
     const edge = side === "before" ? list.firstElementChild : list.lastElementChild;
     if (!edge) return;
     loading = true;
     const query = new URLSearchParams({ [side]: edge.dataset.seq });
-    const response = await fetch(`${scroller.dataset.messagesUrl}?${query}`, { headers: { Accept: "text/html" } });
+    const response = await fetchPage(query);
+    const items = response && parse(await response.text());
     loading = false;
-    if (!response.ok) {
-      showNotice(`Messages could not be loaded (${response.status}).`, false);
-      return;
-    }
-    const items = parse(await response.text());
+    if (!items) return;
     items.querySelectorAll(".message").forEach((item) => { if (document.getElementById(item.id)) item.remove(); });
     if (side === "before") {
       const fromBottom = scroller.scrollHeight - scroller.scrollTop;
@@ -117,8 +123,8 @@
       list.replaceChildren();
       later = false;
       laterEdge.hidden = true;
-      const response = await fetch(scroller.dataset.messagesUrl, { headers: { Accept: "text/html" } });
-      if (!response.ok) return location.assign(pill.href);
+      const response = await fetchPage(new URLSearchParams());
+      if (!response) return;
       list.append(parse(await response.text()));
       earlier = response.headers.get("X-Earlier") === "1";
       earlierEdge.hidden = !earlier;

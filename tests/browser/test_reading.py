@@ -159,6 +159,8 @@ def test_scrolling_up_loads_a_long_chat_back_to_message_zero_keeping_the_view_st
     )
     assert seqs == list(range(2_000))
     expect(page.locator("#earlier")).to_be_hidden()
+    page.evaluate("() => { document.getElementById('scroller').scrollTop = 0; }")
+    expect(items.first).to_be_in_viewport()
     shot(page, "back-to-message-zero", size)
 
 
