@@ -115,29 +115,48 @@ def message_html(message: Message) -> str:
 
 @dataclass(frozen=True)
 class RoomPage:
-    """The messages a room page shows: their numbers and their partials as one piece of HTML."""
+    """The messages a room page shows: their numbers and their partials as one piece of HTML,
+    and whether the room has messages before and after them."""
 
     seqs: list[int]
     html: SafeString
+    earlier: bool = False
+    later: bool = False
 
 
-def _window(room, *, limit: int, at: int | None):
+def _window(room, *, limit: int, at: int | None = None, before: int | None = None, after: int | None = None):
+    """The messages asked for, by seq range on the (room, seq) index, and whether they come
+    newest first (to be reversed)."""
+    if before is not None:
+        return room.messages.filter(seq__lt=before).order_by("-seq")[:limit], True
+    if after is not None:
+        return room.messages.filter(seq__gt=after).order_by("seq")[:limit], False
     if at is None:
-        return room.messages.order_by("-seq")[:limit]
-    return room.messages.filter(seq__gte=at - AT_BEFORE).order_by("seq")[:limit]
+        return room.messages.order_by("-seq")[:limit], True
+    return room.messages.filter(seq__gte=at - AT_BEFORE).order_by("seq")[:limit], False
 
 
-def room_page(room, *, csrf_token: str, limit: int = 200, at: int | None = None) -> RoomPage:
-    """The room page's messages (see `room_views` for which), their partials from the cache.
+def room_page(
+    room,
+    *,
+    csrf_token: str,
+    limit: int = 200,
+    at: int | None = None,
+    before: int | None = None,
+    after: int | None = None,
+) -> RoomPage:
+    """The room page's messages (see `room_views` for which; with `before` or `after`, the
+    `limit` messages next to that seq, as scrolling asks for them), their partials from the cache.
 
     Two queries read the messages and their variants as plain rows, enough to name each partial;
     only the messages whose partial is not cached (new, changed, or streaming) are then loaded
     as objects and rendered: two more queries, however many they are. Their partials are cached
     under keys made from those objects, so a message that changed in between is never cached
-    under its old key.
+    under its old key. Two indexed look-ups say whether more messages lie on either side.
     """
-    rows = list(_window(room, limit=limit, at=at).values_list(*MESSAGE_FIELDS))
-    if at is None:
+    window, newest_first = _window(room, limit=limit, at=at, before=before, after=after)
+    rows = list(window.values_list(*MESSAGE_FIELDS))
+    if newest_first:
         rows.reverse()
     variants: dict[int, list[tuple]] = {}
     # No ORDER BY: ordering by message would join the messages again; the rows are sorted here.
@@ -163,7 +182,13 @@ def room_page(room, *, csrf_token: str, limit: int = 200, at: int | None = None)
         if html is None:
             html = rendered.get(row[0], "")  # "" for a message deleted since the first read
         parts.append(html)
-    return RoomPage(seqs=[r[2] for r in rows], html=mark_safe(_fill_csrf("".join(parts), csrf_token)))
+    seqs = [r[2] for r in rows]
+    return RoomPage(
+        seqs=seqs,
+        html=mark_safe(_fill_csrf("".join(parts), csrf_token)),
+        earlier=bool(seqs) and room.messages.filter(seq__lt=seqs[0]).exists(),
+        later=bool(seqs) and room.messages.filter(seq__gt=seqs[-1]).exists(),
+    )
 
 
 def clear_caches() -> None:
@@ -175,8 +200,9 @@ def clear_caches() -> None:
 def room_views(room, *, limit: int = 200, at: int | None = None) -> list[MessageView]:
     """Return the newest `limit` messages, oldest first, in two queries; with `at`, the `limit`
     messages starting a few before message `at` instead (a link into the past)."""
-    messages = list(_window(room, limit=limit, at=at))
-    if at is None:
+    window, newest_first = _window(room, limit=limit, at=at)
+    messages = list(window)
+    if newest_first:
         messages.reverse()
     return _views(messages)
 

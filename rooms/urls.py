@@ -10,6 +10,7 @@ urlpatterns = [
     path("characters/<int:character_pk>/chat/", views.chat_start, name="start"),
     path("chats/import/", views.chat_import, name="import"),
     path("chats/<int:pk>/", views.room_detail, name="room"),
+    path("chats/<int:pk>/messages/", views.room_messages, name="messages"),
     path("chats/<int:pk>/settings/", views.room_settings, name="settings"),
     path("chats/<int:pk>/delete/", views.room_delete, name="delete"),
     path("chats/<int:pk>/preview/", views.room_preview, name="preview"),

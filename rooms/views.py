@@ -52,21 +52,22 @@ def chat_start(request: HttpRequest, character_pk: int) -> HttpResponse:
     return redirect("rooms:room", pk=room.pk)
 
 
+def _seq(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
 def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_member(request.user, pk)
-    at = request.GET.get("at", "")
-    at = int(at) if at.isdigit() else None
+    at = _seq(request, "at")
     page = presenters.room_page(room, at=at, csrf_token=get_token(request))
     people = selectors.room_people(room)
     tuning = tuning_get()
-    first, last = (page.seqs[0], page.seqs[-1]) if page.seqs else (0, 0)
     context = {
         "room": room,
-        "messages_html": page.html,
+        "page": page,
         "at": at,
         "at_found": at in page.seqs,
-        "hidden_before": room.messages.filter(seq__lt=first).count() if page.seqs else 0,
-        "hidden_after": room.messages.filter(seq__gt=last).count() if at is not None and page.seqs else 0,
         "is_host": room.host_id == request.user.pk,
         "options": room_options(room),
         "offer_for_me": room.host_offer_to_id == request.user.pk,
@@ -75,6 +76,24 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "nav": "home",
     }
     return render(request, "rooms/room.html", context)
+
+
+MESSAGES_PAGE = 50
+
+
+def room_messages(request: HttpRequest, pk: int) -> HttpResponse:
+    """The partials of the `MESSAGES_PAGE` messages just before `?before=N`, just after
+    `?after=N`, or else the newest, oldest first, as the room page loads them while you scroll.
+    `X-Earlier` and `X-Later` say whether the room has more on either side."""
+    room = permissions.room_for_member(request.user, pk)
+    before, after = _seq(request, "before"), _seq(request, "after")
+    page = presenters.room_page(
+        room, csrf_token=get_token(request), limit=MESSAGES_PAGE, before=before, after=after
+    )
+    response = HttpResponse(page.html)
+    response["X-Earlier"] = "1" if page.earlier else "0"
+    response["X-Later"] = "1" if page.later else "0"
+    return response
 
 
 def _refused(exc: Exception) -> JsonResponse:

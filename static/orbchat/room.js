@@ -14,14 +14,132 @@
   let delay = 500;
   const queue = [];
 
-  // A link into the past (?at=N from the Corpus): land on that message and mark it.
-  if (list.dataset.at) {
-    const moment = list.querySelector(`li.message[data-seq="${list.dataset.at}"]`);
-    if (moment) {
-      moment.classList.add("at-moment");
-      moment.scrollIntoView({ block: "center" });
-    }
+  // The messages scroll in their own area. At its bottom the view follows what arrives; scrolled
+  // up, it stays put and the "new messages" pill offers the way back. Earlier messages (and,
+  // reading the past, later ones) load a page at a time as the reader nears an edge.
+  const scroller = document.getElementById("scroller");
+  const pill = document.getElementById("new-messages");
+  const earlierEdge = document.getElementById("earlier");
+  const laterEdge = document.getElementById("later");
+  const NEAR = 24;  // px from the bottom that still count as being at it
+  const AHEAD = 800;  // px from an edge at which the next page is fetched
+  let earlier = scroller.dataset.earlier === "1";
+  let later = scroller.dataset.later === "1";  // reading the past: the newest are not loaded
+  let following = !later;
+  let loading = false;
+  const held = new Map();  // live messages that arrived while later ones were not loaded
+
+  function atBottom() {
+    return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight <= NEAR;
   }
+
+  function toBottom() {
+    scroller.scrollTop = scroller.scrollHeight;
+  }
+
+  function follow() {
+    following = true;
+    pill.hidden = true;
+    toBottom();
+  }
+
+  function arrived() {
+    if (following) toBottom();
+    else pill.hidden = false;
+  }
+
+  function mark(item) {
+    list.querySelectorAll(".at-moment").forEach((other) => other.classList.remove("at-moment"));
+    item.classList.add("at-moment");
+    following = false;
+    item.scrollIntoView({ block: "center" });
+  }
+
+  function parse(html) {
+    const template = document.createElement("template");
+    template.innerHTML = html.trim();
+    template.content.querySelectorAll(".message").forEach(markMine);
+    return template.content;
+  }
+
+  async function fetchPage(query) {
+    // The partials of a page of messages; null (with a notice) when they could not be had.
+    const response = await fetch(`${scroller.dataset.messagesUrl}?${query}`, { headers: { Accept: "text/html" } })
+      .catch(() => null);
+    if (response && response.ok) return response;
+    showNotice(`Messages could not be loaded${response ? ` (${response.status})` : ""}.`, false);
+    return null;
+  }
+
+  async function loadPage(side) {
+    const edge = side === "before" ? list.firstElementChild : list.lastElementChild;
+    if (!edge) return;
+    loading = true;
+    const query = new URLSearchParams({ [side]: edge.dataset.seq });
+    const response = await fetchPage(query);
+    const items = response && parse(await response.text());
+    loading = false;
+    if (!items) return;
+    items.querySelectorAll(".message").forEach((item) => { if (document.getElementById(item.id)) item.remove(); });
+    if (side === "before") {
+      const fromBottom = scroller.scrollHeight - scroller.scrollTop;
+      list.prepend(items);
+      earlier = response.headers.get("X-Earlier") === "1";
+      earlierEdge.hidden = !earlier;
+      scroller.scrollTop = scroller.scrollHeight - fromBottom;
+    } else {
+      list.append(items);
+      later = response.headers.get("X-Later") === "1";
+      laterEdge.hidden = !later;
+      if (!later) release();
+    }
+    requestAnimationFrame(loadMore);
+  }
+
+  function loadMore() {
+    if (loading) return;
+    if (earlier && scroller.scrollTop < AHEAD) loadPage("before");
+    else if (later && scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < AHEAD) loadPage("after");
+  }
+
+  function release() {
+    held.forEach((html, id) => upsert(id, html));
+    held.clear();
+  }
+
+  scroller.addEventListener("scroll", () => {
+    following = !later && atBottom();
+    if (following) pill.hidden = true;
+    loadMore();
+  }, { passive: true });
+  // Text arriving, a reply rendered, the composer or the window resized: keep to the bottom.
+  const keep = new ResizeObserver(() => { if (following) toBottom(); });
+  keep.observe(list);
+  keep.observe(scroller);
+  pill.addEventListener("click", async (event) => {
+    event.preventDefault();
+    if (later) {
+      // Reading the past: replace it with the newest messages.
+      list.replaceChildren();
+      later = false;
+      laterEdge.hidden = true;
+      const response = await fetchPage(new URLSearchParams());
+      if (!response) return;
+      list.append(parse(await response.text()));
+      earlier = response.headers.get("X-Earlier") === "1";
+      earlierEdge.hidden = !earlier;
+      release();
+    }
+    follow();
+  });
+  root.addEventListener("submit", (event) => {
+    if (event.target.id !== "jump") return;
+    const seq = event.target.elements.at.value;
+    const item = list.querySelector(`li.message[data-seq="${CSS.escape(seq)}"]`);
+    if (!item) return;  // not loaded: the form opens the chat at that message (?at=)
+    event.preventDefault();
+    mark(item);
+  });
 
   function url(kind, messageId) {
     return root.dataset[kind + "Url"].replace("/messages/0/", `/messages/${messageId}/`);
@@ -59,7 +177,7 @@
       if (fresh.classList.contains("streaming")) fresh.querySelector(".text").append(early.get(String(id)));
       early.delete(String(id));
     }
-    fresh.scrollIntoView({ block: "nearest" });
+    if (fresh === list.lastElementChild) arrived();
   }
 
   let online = new Set();
@@ -162,7 +280,12 @@
   });
 
   function onEvent(data) {
-    if (data.type === "message") upsert(data.id, data.html);
+    if (data.type === "message") {
+      if (later && !document.getElementById(`m-${data.id}`)) {
+        held.set(data.id, data.html);
+        pill.hidden = false;
+      } else upsert(data.id, data.html);
+    }
     else if (data.type === "recall") {
       if (data.state === "recalling") recallDetail = null;
       showMemory(data.state === "off" ? "off" : data.state, data.count);
@@ -171,7 +294,7 @@
       const item = document.getElementById(`m-${data.message}`);
       if (item) {
         item.querySelector(".text").append(document.createTextNode(data.delta));
-        item.scrollIntoView({ block: "nearest" });
+        arrived();
       } else {
         early.set(String(data.message), (early.get(String(data.message)) || "") + data.delta);
       }
@@ -277,6 +400,7 @@
     clearNotice();
     send({ type: "send", text });
     input.value = "";
+    if (!later) follow();
   });
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) {
@@ -300,5 +424,10 @@
     send({ type: last && last.dataset.kind === "character" && last.dataset.seq !== "0" ? "regenerate" : "reply" });
   });
 
+  // Open at the latest message, or at the one a link (?at=N) lands on, outlined.
+  const moment = list.dataset.at && list.querySelector(`li.message[data-seq="${list.dataset.at}"]`);
+  if (moment) mark(moment);
+  else if (following) toBottom();
+  loadMore();
   connect();
 })();

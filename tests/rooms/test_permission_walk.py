@@ -168,6 +168,7 @@ SETTINGS = {
 
 CALLS = [
     read("room", member=200),
+    read("messages", member=200),
     read("people", member=200),
     read("settings"),
     Call("settings", data=lambda w: SETTINGS, lands="room"),
