@@ -4,8 +4,9 @@ Loads all-MiniLM-L6-v2 on torch, on ONNX Runtime (fp32) and on ONNX Runtime (int
 process and measures, on the same texts: batch throughput (batches of 32 memory-summary-length
 texts, the backends taking turns round by round), the latency of a single short query (p50, p95)
 and how close each backend's vectors are to torch's (cosine, min and mean over the batch texts
-and the queries). Prints a table and writes the JSON, with the default the numbers pick: the
-fastest backend within its quality bar.
+and the queries). Prints a table and writes the JSON, with the default the numbers pick: of the
+backends within their quality bar, the one with the best batch speed-up over torch times its query
+p95 speed-up.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PLACES = ["the lighthouse", "Inchfallow", "the customs house", "the seal rocks",
 THINGS = ["brass key", "tide ledger", "lamp wick", "sea chart", "iron lantern", "salt box", "signal flag"]
 VERBS = ["found", "hid", "lost", "mended", "sold", "stole", "buried", "carried"]
 QUESTIONS = ["Where is the {}?", "Who took the {}?", "What happened to the {}?", "{} at night", "the {}"]
+SHORT = ["Hm.", "Thanks.", "*nods*", "Go on.", "ok"]  # recall's query is often a one-word reply
 
 
 def summary(rng: random.Random) -> str:
@@ -36,6 +38,8 @@ def summary(rng: random.Random) -> str:
 
 
 def query(rng: random.Random) -> str:
+    if rng.random() < 0.2:
+        return rng.choice(SHORT)
     return rng.choice(QUESTIONS).format(rng.choice(THINGS))
 
 
@@ -115,6 +119,10 @@ class Bench:
                 row["within_quality_bar"] = row["cosine_to_torch"]["min"] >= QUALITY_BAR[name]
             backends[name] = row
         eligible = ["torch", *(name for name in QUALITY_BAR if backends[name]["within_quality_bar"])]
+        speed_up = {
+            name: backends[name].get("batch_ratio", 1.0) / backends[name].get("query_p95_ratio", 1.0)
+            for name in eligible
+        }
         return {
             "texts": len(texts),
             "batch": batch,
@@ -123,7 +131,7 @@ class Bench:
             "quality_bar": QUALITY_BAR,
             "targets": TARGETS,
             "backends": backends,
-            "default": max(eligible, key=lambda name: backends[name]["batch_per_s"]),
+            "default": max(eligible, key=speed_up.__getitem__),
         }
 
     def _print(self, results: dict) -> None:
