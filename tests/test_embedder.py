@@ -102,3 +102,11 @@ def test_the_web_process_serving_with_onnx_never_imports_torch(settings):
         check=True,
     )
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_failed_export_says_why(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(
+        RuntimeError, match="exporting the embedding model to ONNX failed: NotADirectoryError"
+    ):
+        embedder._export_in_child(tmp_path / "a-file" / "embedder")

@@ -182,12 +182,15 @@ def _session(model_file: Path, *, threads: int):
 def _export_in_child(folder: Path) -> None:
     """Run export_onnx in a child process: it needs torch, which this process then never loads."""
     code = "import sys; from orbchat.connections.embedder import export_onnx; export_onnx(Path(sys.argv[1]))"
-    subprocess.run(
+    result = subprocess.run(
         [sys.executable, "-c", f"from pathlib import Path; {code}", str(folder)],
-        check=True,
         cwd=env.BASE_DIR,
         capture_output=True,
+        text=True,
     )
+    if result.returncode:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"exporting the embedding model to ONNX failed: {last}")
 
 
 def export_onnx(folder: Path) -> None:
