@@ -162,6 +162,10 @@ if OUTBOUND_POLICY not in ("auto", "open", "public-only"):
 OUTBOUND_ALLOW = env.get("OUTBOUND_ALLOW")
 # The folder under which administrators may point the Rerank role at a local CrossEncoder.
 LOCAL_MODELS_DIR = Path(env.get("LOCAL_MODELS_DIR", str(DATA_DIR / "models"))).resolve()
+# How the built-in embedding model runs: "onnx", "onnx-int8" or "torch" (docs/configuration.md).
+EMBEDDER_BACKEND = env.get("EMBEDDER_BACKEND", "onnx").strip().lower()
+if EMBEDDER_BACKEND not in ("onnx", "onnx-int8", "torch"):
+    raise ValueError(f"EMBEDDER_BACKEND must be onnx, onnx-int8 or torch, got {EMBEDDER_BACKEND!r}")
 
 # --- Services -------------------------------------------------------------------------------
 REDIS_URL = env.redis_url()

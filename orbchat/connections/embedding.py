@@ -44,22 +44,13 @@ def embed_with(key: str, texts: list[str]) -> list[list[float]]:
 
 
 def embed_query(key: str, text: str) -> list[float]:
-    """Embed one short query with the model a key names.
-
-    The built-in model embeds it on one thread: a dozen tokens gain nothing from a second one, and
-    while the other core is busy the threads' hand-offs cost many times the work (measured in
-    docs/benchmarks.md, "Search latency choices"). The thread count is restored afterwards.
-    """
+    """Embed one short query with the model a key names (the built-in model on one thread)."""
     if key != BUILTIN_KEY:
         return embed_with(key, [text])[0]
-    import torch  # heavy, and only the built-in model needs it: loaded on first use, not at import
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
-        return _embed(None, [text])[0]
-    finally:
-        torch.set_num_threads(previous)
+        return embedder.embed_query(text)
+    except Exception as exc:  # noqa: BLE001 - any embedder failure is reported, never a crash
+        raise EmbedderFailed(gateway.plain_error(exc)) from exc
 
 
 def _embed(connection: Connection | None, texts: list[str]) -> list[list[float]]:
