@@ -90,7 +90,7 @@ def _fit(prompt_input: assemble.PromptInput, prompt: assemble.Prompt, room: Room
         history_tokens=used,
         history_budget=used + max(0, prompt.budget - prompt.total_tokens),
         kept_messages=len(kept),
-        messages=room.next_seq,
+        messages=max(room.next_seq, last + 1),  # a dry run's draft counts as the next message
     )
 
 
