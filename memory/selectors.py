@@ -43,11 +43,6 @@ def summariser_status(user) -> dict:
     return {"builtin": roles.utility_id is None, "chat": roles.chat}
 
 
-def memory_summariser_builtin(user) -> bool:
-    """Whether `user`'s summaries are written by the built-in extractive summariser."""
-    return model_roles_get(user=user).utility_id is None
-
-
 def personal_memory_on(room: Room) -> bool:
     """Each character gets its own set: Per-speaker replies with "only their own card"."""
     return room_options(room).own_cards

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from memory.recall import ranking as recall
 from memory.recall import recaller, why
-from memory.selectors import memory_on, memory_summariser_builtin, recall_last, tuning_get
+from memory.selectors import memory_on, recall_last, summariser_status, tuning_get
 from memory.services import recall_log
 from orbchat.connections.selectors import model_roles_get
 from orbchat.library.models import default_memory_template
@@ -107,7 +107,7 @@ def _why(room: Room, outcome: recaller.Outcome, tuning) -> str:
         pool=outcome.pool,
         cut=len(outcome.cut),
         best=outcome.best,
-        builtin_summariser=memory_summariser_builtin(room.host),
+        builtin_summariser=summariser_status(room.host)["builtin"],
         failed=bool(outcome.notices) and outcome.best is None,
     )
 
