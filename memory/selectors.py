@@ -11,6 +11,7 @@ from memory import blocks, index, tiermap
 from memory.drafts import Line
 from memory.models import MemoryTuning, RecallLog, RoomMemory, Scene, Summary, VectorIndex
 from orbchat.connections import embedding
+from orbchat.connections.selectors import model_roles_get
 from rooms.models import Message, Room, Variant
 from rooms.options import room_options
 
@@ -33,6 +34,13 @@ def memory_on(room: Room, tuning: MemoryTuning | None = None) -> bool:
     """Memory runs for a room when it is on for the site and its host wants it."""
     tuning = tuning or tuning_get()
     return tuning.enabled and room.host.remember_long_chats and room.archived_at is None
+
+
+def summariser_status(user) -> dict:
+    """Who writes `user`'s summaries: their Utility model, or the built-in summariser (and their
+    Chat model, which one click can make their Utility one)."""
+    roles = model_roles_get(user=user)
+    return {"builtin": roles.utility_id is None, "chat": roles.chat}
 
 
 def personal_memory_on(room: Room) -> bool:

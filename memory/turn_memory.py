@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from memory.recall import ranking as recall
-from memory.recall import recaller
-from memory.selectors import memory_on, recall_last, tuning_get
+from memory.recall import recaller, why
+from memory.selectors import memory_on, recall_last, summariser_status, tuning_get
 from memory.services import recall_log
 from orbchat.connections.selectors import model_roles_get
 from orbchat.library.models import default_memory_template
@@ -61,6 +61,8 @@ def with_memory(
         tuning=tuning,
         total=total,
     )
+    outcome.fit = _fit(prompt_input, prompt, room)
+    outcome.why = _why(room, outcome, tuning)
     if not outcome.text:
         return prompt, outcome
     template = prompt_input.memory_template
@@ -75,6 +77,39 @@ def with_memory(
         )
     )
     return final, outcome
+
+
+def _fit(prompt_input: assemble.PromptInput, prompt: assemble.Prompt, room: Room) -> why.Fit:
+    """How the history sat in the prompt before memory was reserved (its tokens as stored)."""
+    count = prompt_input.count_tokens or default_count_tokens
+    first, last = prompt.history_kept or (0, -1)
+    kept = [h for h in prompt_input.history if not h.hidden and first <= h.seq <= last]
+    used = sum(h.tokens if h.tokens is not None else count(h.text) for h in kept)
+    return why.Fit(
+        fits=not prompt.history_dropped,
+        history_tokens=used,
+        history_budget=used + max(0, prompt.budget - prompt.total_tokens),
+        kept_messages=len(kept),
+        messages=max(room.next_seq, last + 1),  # a dry run's draft counts as the next message
+    )
+
+
+def _why(room: Room, outcome: recaller.Outcome, tuning) -> str:
+    """The host's one line on why `outcome` recalled nothing ("" when it recalled something)."""
+    if outcome.count or outcome.state != "done":
+        return ""
+    return why.why_nothing(
+        count=outcome.count,
+        mode=outcome.mode,
+        written=outcome.written,
+        first_at=tuning.block_size + tuning.fresh_window,
+        fit=outcome.fit,
+        pool=outcome.pool,
+        cut=len(outcome.cut),
+        best=outcome.best,
+        builtin_summariser=summariser_status(room.host)["builtin"],
+        failed=bool(outcome.notices) and outcome.best is None,
+    )
 
 
 def recall_dry_run(*, room: Room, seat: Seat | None, text: str) -> recaller.Outcome:
@@ -109,6 +144,7 @@ def recall_fresh_check(room) -> dict:
     seat = Seat.objects.filter(pk=detail.get("seat"), room=room).first() if detail.get("seat") else None
     chat = model_roles_get(user=room.host).chat
     count = tokens.counter_for(chat.model.split("/", 1)[-1]) if chat else default_count_tokens
+    tuning = tuning_get()
     outcome = recaller.recall_for(
         room=room,
         seat=seat,
@@ -116,7 +152,10 @@ def recall_fresh_check(room) -> dict:
         live_start=int(detail.get("live_start", 0)),
         budget=int(detail.get("budget", 0)),
         count=count,
+        tuning=tuning,
     )
+    outcome.fit = why.Fit(**detail["fit"]) if detail.get("fit") else None
+    outcome.why = _why(room, outcome, tuning)
     return outcome.detail() | {
         "fresh": True,
         "turn_count": last.count,

@@ -124,6 +124,7 @@ def panel(request: HttpRequest, pk: int) -> HttpResponse:
         "gaps": selectors.memory_gaps(room),
         "add_form": MemoryAddForm() if host else None,
         "memory_on": selectors.memory_on(room),
+        "summariser": selectors.summariser_status(request.user) if host else None,
         "nav": "home",
     }
     return render(request, "memory/panel.html", context)

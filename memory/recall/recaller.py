@@ -16,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from django.db.models import Count, Q
@@ -24,6 +24,7 @@ from django.db.models import Count, Q
 from memory import blocks, index
 from memory.models import SHARED, Summary, SummaryKeyword, VectorIndex, seat_scope
 from memory.recall import ranking as recall
+from memory.recall.why import Fit
 from memory.selectors import block_tuning, memory_on, personal_memory_on, reading_generation, tuning_get
 from orbchat.connections import embedding, reranker
 from orbchat.connections.selectors import model_roles_get
@@ -58,6 +59,10 @@ class Outcome:
     rejected_count: int = 0
     notices: list[str] = field(default_factory=list)
     ms: float = 0.0
+    written: int = 0  # summaries written for this reader
+    best: float | None = None  # the best cosine in the pool
+    fit: Fit | None = None  # how the history sat in the prompt (filled by the turn)
+    why: str = ""  # why nothing was recalled, for the host
 
     def preview(self) -> dict:
         """What the host's Preview shows of this recall: the memories sent, and those the budget cut."""
@@ -87,6 +92,9 @@ class Outcome:
             "cut": [_rejected_json(r) for r in self.cut],
             "notices": list(self.notices),
             "ms": round(self.ms, 1),
+            "best": None if self.best is None else round(self.best, 4),
+            "fit": None if self.fit is None else asdict(self.fit),
+            "why": self.why,
         }
 
 
@@ -261,6 +269,7 @@ def recall_for(
     )
     scopes, witnessed = _scopes(room, seat, live_start, t)
     total = _total(room.pk, scopes) if total is None else total
+    outcome.written = total
     if total == 0:  # nothing written yet (a young chat, or memory never built): nothing to read
         outcome.ms = (time.perf_counter() - started) * 1000
         return outcome
@@ -306,6 +315,7 @@ def recall_for(
         matrix = np.stack([vectors[item.key] for item in scored])
         scores = matrix @ query_vector
         similarity = {item.key: float(s) for item, s in zip(scored, scores, strict=True)}
+        outcome.best = max(similarity.values(), default=None)
 
     def finer(best: list[recall.Scored]) -> dict[str, list[recall.Item]]:
         inside = _tier0_inside(

@@ -20,6 +20,12 @@ class ConnectionForm(forms.Form):
     )
     clear_api_key = forms.BooleanField(label="Remove the saved key", required=False)
     context_size = forms.IntegerField(min_value=256, required=False, help_text="Empty: what litellm knows.")
+    also_utility = forms.BooleanField(
+        label="Also write memory summaries with it",
+        initial=True,
+        required=False,
+        help_text="Untick to keep memory on the built-in summariser, which needs no model.",
+    )
     extra_params = forms.CharField(
         label="Extra parameters (JSON)",
         required=False,

@@ -42,7 +42,9 @@ def connection_create(
     api_key: str = "",
     extra_params: dict | None = None,
     context_size: int | None = None,
+    also_utility: bool = False,
 ) -> Connection:
+    """Save a connection; the first becomes the Chat model and, with `also_utility`, the Utility one."""
     _validate(owner=owner, provider=provider, model=model, api_base=api_base, extra_params=extra_params)
     connection = Connection.objects.create(
         owner=owner,
@@ -55,9 +57,15 @@ def connection_create(
         context_size=context_size,
     )
     roles = _model_roles_locked(owner)
+    filled = []
     if roles.chat_id is None:  # the first connection becomes the Chat model
         roles.chat = connection
-        roles.save(update_fields=["chat"])
+        filled.append("chat")
+    if also_utility and roles.utility_id is None:  # and writes memory summaries
+        roles.utility = connection
+        filled.append("utility")
+    if filled:
+        roles.save(update_fields=filled)
     return connection
 
 
@@ -100,6 +108,19 @@ def connection_delete(*, connection: Connection) -> None:
 def _model_roles_locked(user: User) -> ModelRoles:
     """The user's model roles row, made on first write and locked for this transaction."""
     roles, _ = ModelRoles.objects.select_for_update().get_or_create(user=user)
+    return roles
+
+
+@transaction.atomic
+def model_roles_utility_from_chat(*, user: User) -> ModelRoles:
+    """Let the user's own Chat connection write their memory summaries (their Utility role)."""
+    roles = _model_roles_locked(user)
+    if roles.chat is None:
+        raise ValidationError("Connect a Chat model first.")
+    if roles.chat.owner_id != user.pk:
+        raise ValidationError("That connection is not yours.")
+    roles.utility = roles.chat
+    roles.save(update_fields=["utility"])
     return roles
 
 

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from memory.selectors import reindex_status
@@ -88,6 +89,8 @@ def connection_create(request: HttpRequest) -> HttpResponse:
         request.POST or None, initial={"provider": provider, "api_base": api_base, "model": model}
     )
     form.fields.pop("clear_api_key")
+    if selectors.model_roles_get(user=request.user).utility_id is not None:
+        form.fields.pop("also_utility")
     if request.method == "POST" and form.is_valid():
         data = {k: v for k, v in form.cleaned_data.items() if k != "clear_api_key"}
         try:
@@ -111,6 +114,7 @@ def connection_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "extra_params": json.dumps(connection.extra_params) if connection.extra_params else "",
     }
     form = ConnectionForm(request.POST or None, initial=initial)
+    form.fields.pop("also_utility")
     if request.method == "POST" and form.is_valid():
         try:
             services.connection_update(connection=connection, **form.cleaned_data)
@@ -126,6 +130,23 @@ def connection_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "nav": "connections",
     }
     return render(request, "connections/form.html", context)
+
+
+@require_POST
+def use_chat_for_memory(request: HttpRequest) -> HttpResponse:
+    """One click: the person's own Chat model also writes their memory summaries."""
+    try:
+        roles = services.model_roles_utility_from_chat(user=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"{roles.utility.name} now writes your memory summaries.")
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(target)
+    return redirect("connections:list")
 
 
 def _purpose(connection: Connection) -> str:

@@ -236,7 +236,7 @@
       const why = reasons[k.why] || `match ${Math.round(k.score * 100)}%${k.keyword ? ` (keyword “${k.keyword}”)` : ""}`;
       kept.append(element("li", `${k.label} — ${why}`));
     });
-    memoryDetail.append(element("p", d.kept.length ? "Sent with this reply:" : "Nothing recalled."), kept);
+    memoryDetail.append(element("p", d.kept.length ? "Sent with this reply:" : `Nothing recalled${d.why ? `: ${d.why}` : ""}.`, d.kept.length ? "" : "memory-why"), kept);
     if ((d.cut || []).length) {
       const cut = element("ul");
       cut.className = "memory-cut";
