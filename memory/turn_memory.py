@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from memory.recall import ranking as recall
 from memory.recall import recaller, why
-from memory.selectors import memory_on, recall_last, summariser_status, tuning_get
+from memory.selectors import memory_on, recall_last, tuning_get
 from memory.services import recall_log
 from orbchat.connections.selectors import model_roles_get
 from orbchat.library.models import default_memory_template
@@ -19,7 +19,7 @@ from orbchat.prompting import assemble
 from orbchat.prompting.assemble import default_count_tokens
 from rooms import tokens
 from rooms.models import Room, Seat
-from rooms.prompting import TurnContext, chat_connection, prompt_input_for
+from rooms.prompting import TurnContext, chat_connection, host_roles, prompt_input_for
 
 
 def with_memory(
@@ -107,7 +107,7 @@ def _why(room: Room, outcome: recaller.Outcome, tuning) -> str:
         pool=outcome.pool,
         cut=len(outcome.cut),
         best=outcome.best,
-        builtin_summariser=summariser_status(room.host)["builtin"],
+        builtin_summariser=host_roles(room).utility_id is None,
         failed=bool(outcome.notices) and outcome.best is None,
     )
 

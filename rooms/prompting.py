@@ -274,13 +274,17 @@ def plan_turn(
     )
 
 
-def chat_connection(room: Room) -> Connection | None:
-    """Return the host's Chat model connection (read with the room by `TurnContext.read`)."""
+def host_roles(room: Room) -> ModelRoles:
+    """Return the host's model roles (read with the room by `TurnContext.read`)."""
     try:
-        roles = room.host.model_roles
+        return room.host.model_roles
     except ModelRoles.DoesNotExist:
-        roles = model_roles_get(user=room.host)
-    return roles.chat
+        return model_roles_get(user=room.host)
+
+
+def chat_connection(room: Room) -> Connection | None:
+    """Return the host's Chat model connection."""
+    return host_roles(room).chat
 
 
 def prompt_input_for(
