@@ -6,6 +6,7 @@ import pytest
 from django.db.models import F
 from django.utils import timezone
 
+from orbchat.connections import services as connection_services
 from rooms import services as room_services
 from rooms.models import Message, Room, Variant
 from tests.factories import make_owner
@@ -93,4 +94,17 @@ def rerank_from_nowhere(host, path: str = "nonexistent/cross-encoder") -> None:
     roles = connection_selectors.model_roles_get(user=host)
     connection_services.model_roles_update(
         user=host, chat=roles.chat, utility=None, embedding=None, rerank_kind="local", rerank_local_path=path
+    )
+
+
+@pytest.fixture
+def chat(host, fake_llm):
+    """The host's Chat model: the fake provider, with a small context (a few dozen messages fit)."""
+    return connection_services.connection_create(
+        owner=host,
+        name="Fake",
+        provider="local",
+        model="fake-model",
+        api_base=fake_llm.base_url,
+        context_size=4000,
     )

@@ -17,19 +17,6 @@ from tests.memory.conftest import story_room
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def chat(host, fake_llm):
-    """The host's Chat model with a small context: a few dozen of the story's messages fit."""
-    return connection_services.connection_create(
-        owner=host,
-        name="Fake",
-        provider="local",
-        model="fake-model",
-        api_base=fake_llm.base_url,
-        context_size=4000,
-    )
-
-
 def detail_after(room, text: str) -> dict:
     """Log a dry run as the last reply's recall and read the host's recall detail."""
     outcome = recall_dry_run(room=room, seat=None, text=text)

@@ -29,19 +29,6 @@ PLANTED = "Maren buried the silver astrolabe beneath the ruined chapel of Saint 
 PLANT_AT = 100
 
 
-@pytest.fixture
-def chat(host, fake_llm):
-    """The host's Chat model: the fake provider, with a small context (a few dozen messages fit)."""
-    return connection_services.connection_create(
-        owner=host,
-        name="Fake",
-        provider="local",
-        model="fake-model",
-        api_base=fake_llm.base_url,
-        context_size=4000,
-    )
-
-
 WHO = ["Tobin", "Ilse", "Corwin", "the harbourmaster", "the ferryman", "Old Harrow", "the customs clerk"]
 DID = ["mended", "sold", "lost", "counted", "painted", "carried", "weighed", "burned"]
 WHAT = [
