@@ -78,6 +78,7 @@ class Kind:
 
 
 CARD = Kind("card", "a character card")
+CHARX = Kind("card", "a CHARX character card", "charx")
 WORLD_INFO = Kind("worldbook", "a SillyTavern World Info book", "sillytavern")
 LOREBOOK_V3 = Kind("worldbook", "a Character Card V3 lorebook (lorebook_v3)", "lorebook_v3")
 NOVELAI_LOREBOOK = Kind("worldbook", "a NovelAI lorebook", "novelai")

@@ -115,7 +115,7 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 class MultipleFileField(forms.FileField):
     def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ".png,.json"}))
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ".png,.json,.charx"}))
         super().__init__(*args, **kwargs)
 
     def clean(self, data, initial=None):

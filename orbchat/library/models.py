@@ -129,6 +129,23 @@ class Character(models.Model):
         return self.name
 
 
+class CharacterAsset(models.Model):
+    """A file a CHARX card carried beside its card.json, kept under its path in the archive."""
+
+    character = models.ForeignKey(Character, on_delete=models.CASCADE, related_name="assets")
+    path = models.CharField(max_length=500)
+    file = models.FileField(upload_to="assets/characters/")
+    # The file the character's avatar was made from; replacing the avatar drops it.
+    is_avatar = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [models.UniqueConstraint(fields=["character", "path"], name="asset_path_unique")]
+
+    def __str__(self) -> str:
+        return self.path
+
+
 class Persona(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="personas")
     name = models.CharField(max_length=200)

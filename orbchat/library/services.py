@@ -12,13 +12,14 @@ from django.core.files.base import ContentFile
 from django.db import DataError, IntegrityError, transaction
 
 from orbchat.accounts.models import User
-from orbchat.interop import cards, kinds, png
+from orbchat.interop import cards, charx, kinds, png
 from orbchat.interop import presets as st_presets
 from orbchat.interop import worldbooks as st_worldbooks
 from orbchat.interop.errors import InteropError, load_json
 from orbchat.library import images, presets, starter
 from orbchat.library.models import (
     Character,
+    CharacterAsset,
     ContextTemplate,
     InstructTemplate,
     Persona,
@@ -32,7 +33,7 @@ from orbchat.library.models import (
 CARD_FIELDS = tuple(k for k in cards.CARD_KEYS if k != "character_book")
 ENTRY_FIELDS = st_worldbooks.ENTRY_KEYS  # a stored entry has exactly the normalized entry's fields
 SAMPLER_FIELDS = tuple(presets.DEFAULT_SAMPLERS)
-CARD_FORMATS = ("png", "json")
+CARD_FORMATS = ("png", "json", "charx")
 
 
 class ImportRefused(Exception):
@@ -61,9 +62,25 @@ def _avatar_file(image: bytes) -> ContentFile:
     return ContentFile(images.to_png(image), name="avatar.png")
 
 
+def _assets_save(character: Character, assets: list[charx.Asset], avatar_path: str | None) -> None:
+    for asset in assets:
+        row = CharacterAsset(character=character, path=asset.path, is_avatar=asset.path == avatar_path)
+        row.file.save(Path(asset.path).name or "asset", ContentFile(asset.content), save=False)
+        row.save()
+
+
 @transaction.atomic
-def character_create(*, owner: User, card: dict, avatar: bytes | None = None) -> Character:
-    """Create a character from a normalized card; an embedded lorebook becomes an attached book."""
+def character_create(
+    *,
+    owner: User,
+    card: dict,
+    avatar: bytes | None = None,
+    assets: list[charx.Asset] | None = None,
+) -> Character:
+    """Create a character from a normalized card; an embedded lorebook becomes an attached book.
+
+    `assets` are the files of a CHARX card; the one its icon names is where `avatar` came from.
+    """
     # Parse the lorebook before saving anything: a bad book refuses the whole card.
     book = st_worldbooks.parse_character_book(card["character_book"]) if card.get("character_book") else None
     character = Character(owner=owner)
@@ -76,15 +93,21 @@ def character_create(*, owner: User, card: dict, avatar: bytes | None = None) ->
         character.world_books.add(world_book)
     if avatar:
         character.avatar.save("avatar.png", _avatar_file(avatar), save=True)
+    if assets:
+        _assets_save(character, assets, charx.icon_path(card) if avatar else None)
     return character
 
 
 @transaction.atomic
 def character_update(*, character: Character, card: dict, avatar: bytes | None = None) -> Character:
+    """Save the card's fields; a new avatar replaces the CHARX icon it was made from."""
     _apply_card(character, card)
     character.save()
     if avatar:
         character.avatar.save("avatar.png", _avatar_file(avatar), save=True)
+        for asset in character.assets.filter(is_avatar=True):
+            asset.file.delete(save=False)
+            asset.delete()
     return character
 
 
@@ -100,7 +123,7 @@ def character_duplicate(*, character: Character) -> Character:
     card = character_to_card(character, include_book=False)
     card["name"] = f"{character.name} (copy)"
     avatar = character.avatar.read() if character.avatar else None
-    copy_ = character_create(owner=character.owner, card=card, avatar=avatar)
+    copy_ = character_create(owner=character.owner, card=card, avatar=avatar, assets=_assets_of(character))
     copy_.world_books.set(character.world_books.all())
     return copy_
 
@@ -109,7 +132,17 @@ def character_duplicate(*, character: Character) -> Character:
 def character_delete(*, character: Character) -> None:
     if character.avatar:
         character.avatar.delete(save=False)
+    for asset in character.assets.all():
+        asset.file.delete(save=False)
     character.delete()
+
+
+def _assets_of(character: Character) -> list[charx.Asset]:
+    out = []
+    for asset in character.assets.all():
+        with asset.file.open("rb") as handle:
+            out.append(charx.Asset(asset.path, handle.read()))
+    return out
 
 
 def character_to_card(character: Character, *, include_book: bool = True) -> dict:
@@ -128,10 +161,13 @@ def character_export(*, character: Character, fmt: str) -> bytes:
     card = character_to_card(character)
     if fmt == "json":
         return cards.export_card_json(card)
+    avatar = character.avatar.read() if character.avatar else None
     if fmt == "png":
-        avatar = character.avatar.read() if character.avatar else None
         return cards.export_card_png(card, avatar)
-    raise ValueError(f"unknown card format {fmt!r}; use png or json")
+    if fmt == "charx":
+        kept = character.assets.filter(is_avatar=True).exists()
+        return charx.export_charx(card, assets=_assets_of(character), avatar=None if kept else avatar)
+    raise ValueError(f"unknown card format {fmt!r}; use png, json or charx")
 
 
 # --- Personas ---------------------------------------------------------------------------------
@@ -373,7 +409,10 @@ def detect_kind(filename: str, content: bytes) -> tuple[kinds.Kind, object]:
     """Return (kind, parsed) for a file; raise InteropError saying what it is when it cannot be imported."""
     suffix = Path(filename).suffix.lower()
     if png.is_png(content):
-        return kinds.CARD, cards.parse_card_png(content)
+        card, avatar = cards.parse_card_png(content)
+        return kinds.CARD, (card, avatar, [])
+    if suffix == ".charx" or charx.is_zip(content):
+        return kinds.CHARX, charx.parse_charx(content, max_bytes=max_upload_bytes())
     if suffix in (".png", ".webp", ".jpg", ".jpeg"):
         raise InteropError("not a PNG image")
     try:
@@ -388,7 +427,7 @@ def detect_kind(filename: str, content: bytes) -> tuple[kinds.Kind, object]:
         raise InteropError(f"not a file OrbChat can import: {kinds.describe_unknown(data)}")
     stem = Path(filename).stem
     if kind.kind == "card":
-        return kind, (cards.parse_card_json(data), None)
+        return kind, (cards.parse_card_json(data), None, [])
     if kind.kind == "worldbook":
         return kind, WORLD_BOOK_PARSERS[kind.format](data, name=stem)
     if kind.kind == "chat_preset":
@@ -436,8 +475,9 @@ def _preset_notes(sections: list[dict]) -> list[str]:
 def _import_parsed(*, owner: User, filename: str, kind: kinds.Kind, parsed) -> Imported:
     stem = Path(filename).stem
     if kind.kind == "card":
-        card, avatar = parsed
-        return Imported("card", kind.label, character_create(owner=owner, card=card, avatar=avatar))
+        card, avatar, assets = parsed
+        character = character_create(owner=owner, card=card, avatar=avatar, assets=assets)
+        return Imported("card", kind.label, character)
     if kind.kind == "worldbook":
         book = worldbook_create_from_data(owner=owner, data=parsed, fallback_name=stem)
         return Imported("worldbook", kind.label, book)

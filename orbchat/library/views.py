@@ -120,9 +120,9 @@ def character_delete(request: HttpRequest, pk: int) -> HttpResponse:
 def character_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     character = selectors.owned(Character, user=request.user, pk=pk)
     if fmt not in services.CARD_FORMATS:
-        raise Http404("No such export format: a card exports as .png or .json.")
+        raise Http404("No such export format: a card exports as .png, .json or .charx.")
     data = services.character_export(character=character, fmt=fmt)
-    content_type = "image/png" if fmt == "png" else "application/json"
+    content_type = {"png": "image/png", "json": "application/json", "charx": "application/zip"}[fmt]
     response = HttpResponse(data, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{_safe_filename(character.name)}.{fmt}"'
     return response

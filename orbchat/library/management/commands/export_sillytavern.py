@@ -9,9 +9,7 @@ from orbchat.library.models import Character, Preset, WorldBook
 
 
 class Command(BaseCommand):
-    help = (
-        "Export a card (.png or .json by the --out extension), a world book or a preset as SillyTavern files."
-    )
+    help = "Export a card (.png, .json or .charx by the --out extension), a world book or a preset as SillyTavern files."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("kind", choices=["card", "worldbook", "preset"])
@@ -27,8 +25,8 @@ class Command(BaseCommand):
             raise CommandError(f"No {kind} with id {id}.") from exc
         if kind == "card":
             fmt = path.suffix.lower().lstrip(".")
-            if fmt not in ("png", "json"):
-                raise CommandError("A card's --out must end in .png or .json.")
+            if fmt not in services.CARD_FORMATS:
+                raise CommandError("A card's --out must end in .png, .json or .charx.")
             data = services.character_export(character=obj, fmt=fmt)
         elif kind == "worldbook":
             data = services.worldbook_export(book=obj)
