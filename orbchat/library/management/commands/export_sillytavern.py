@@ -9,7 +9,10 @@ from orbchat.library.models import Character, Preset, WorldBook
 
 
 class Command(BaseCommand):
-    help = "Export a card (.png, .json or .charx by the --out extension), a world book or a preset as SillyTavern files."
+    help = (
+        "Export a card (.png, .json or .charx by the --out extension), a world book or a preset "
+        "as SillyTavern files."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("kind", choices=["card", "worldbook", "preset"])
