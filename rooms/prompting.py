@@ -193,7 +193,35 @@ def _card(seat: Seat, host_id: int) -> assemble.CardInfo:
         mes_example=c.mes_example,
         system_prompt=c.system_prompt,
         post_history_instructions=c.post_history_instructions,
+        nickname=c.nickname,
     )
+
+
+def world_info_budget(books: list[worldinfo.Book], context_size: int) -> int:
+    """The one world-info budget of a turn: 0 (the largest book budget) when a book sets its own."""
+    if any(book.token_budget > 0 for book in books):
+        return 0
+    return int(context_size * WORLD_INFO_SHARE)
+
+
+def depth_prompts(*, speaker: Seat | None, seats: list[Seat], host_id: int) -> list[assemble.DepthPrompt]:
+    """Return the Character's Notes of a turn, as SillyTavern picks them.
+
+    Alone, the speaker's; with several characters, every seated card's but those of muted seats
+    (the speaker's always), each with {{char}} its own character. Only the host's own cards count.
+    """
+    if len(seats) > 1 or speaker is None:
+        chosen = [s for s in seats if not s.muted or (speaker is not None and s.pk == speaker.pk)]
+    else:
+        chosen = [speaker]
+    notes = []
+    for seat in chosen:
+        c = seat.character
+        note = c.depth_prompt if c is not None and c.owner_id == host_id else None
+        if note is not None:
+            text, depth, role = note
+            notes.append(assemble.DepthPrompt(text=text, char=c.macro_name, depth=depth, role=role))
+    return notes
 
 
 def group_nudge(*, speaker: Seat | None, seats: list[Seat], own_cards: bool) -> str:
@@ -330,7 +358,7 @@ def prompt_input_for(
     speaker_card = _card(seat, room.host_id) if seat else assemble.CardInfo(name=NARRATOR)
     speaker_name = seat.name if seat else NARRATOR
     macro_context = macros.MacroContext(
-        char=speaker_name,
+        char=speaker_card.nickname or speaker_name,
         user=user_name,
         persona=persona.description if persona else "",
         description=speaker_card.description,
@@ -342,14 +370,15 @@ def prompt_input_for(
     tags = seat.character.tags if seat is not None and seat.character_id is not None else None
     # As SillyTavern scans: speaker names with the text, {{char}}/{{user}} expanded in keys and
     # content, character filters against the speaker, timed effects counted in visible messages,
-    # and one budget (a share of the context) shared by every book.
+    # and one budget shared by every book: a share of the context, or the largest budget a book
+    # in play sets for itself (as a card's own lorebook may).
     activation = worldinfo.activate(
         books,
         [(h.name, h.text) for h in history],
         message_count=Message.objects.filter(room=room, hidden=False).count(),
         state=worldinfo.TimedState.from_json(room.world_info_state),
         count_tokens=count,
-        settings=worldinfo.Settings(token_budget=int(context_size * WORLD_INFO_SHARE)),
+        settings=worldinfo.Settings(token_budget=world_info_budget(books, context_size)),
         substitute=lambda text: macros.substitute(text, macro_context),
         character=worldinfo.Character(name=speaker_name, tags=tuple(tags) if tags is not None else None),
     )
@@ -388,5 +417,6 @@ def prompt_input_for(
         mode=mode,
         group_nudge=group_nudge(speaker=seat, seats=seats, own_cards=options.own_cards),
         count_tokens=count,
+        depth_prompts=depth_prompts(speaker=seat, seats=seats, host_id=room.host_id),
     )
     return prompt_input, samplers, activation

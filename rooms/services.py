@@ -122,6 +122,64 @@ def user_display_name(room: Room, user: User) -> str:
     return persona.name if persona else user.get_username()
 
 
+def _greeting_post(*, room: Room, seat: Seat, character: Character, in_group: bool) -> Message | None:
+    """Post the character's greeting, its alternates as swipes; in a room with several
+    characters its group-only greetings too. None when the card has no greeting."""
+    greetings = [g for g in [character.first_mes, *character.alternate_greetings] if g.strip()]
+    if in_group:
+        greetings += character.group_only_greetings
+    if not greetings:
+        return None
+    message = Message.objects.create(
+        room=room, seq=_take_seq(room), kind=Message.Kind.CHARACTER, seat=seat, speaker_name=character.name
+    )
+    context = _greeting_context(room, character)
+    Variant.objects.bulk_create(
+        [
+            Variant(message=message, room=room, index=i, text=text, tokens=tokens.count(text))
+            for i, text in enumerate(macros.substitute(g, context) for g in greetings)
+        ]
+    )
+    return message
+
+
+def _greeting_context(room: Room, character: Character) -> macros.MacroContext:
+    persona = room_persona(room)
+    return macros.MacroContext(
+        char=character.macro_name,
+        user=persona.name if persona else room.host.get_username(),
+        persona=persona.description if persona else "",
+        description=character.description,
+        scenario=character.scenario,
+        personality=character.personality,
+        chat_id=str(room.pk),
+    )
+
+
+def _offer_group_greetings(room: Room, seats: list[Seat]) -> None:
+    """Add each seated card's group-only greetings as swipes of its greeting (once: a greeting
+    that already offers them is left as it is)."""
+    for seat in seats:
+        character = seat.character
+        if character is None or not character.group_only_greetings:
+            continue
+        message = room.messages.filter(seat=seat, kind=Message.Kind.CHARACTER).order_by("seq").first()
+        if message is None:
+            continue
+        context = _greeting_context(room, character)
+        offered = set(message.variants.values_list("text", flat=True))
+        texts = [macros.substitute(g, context) for g in character.group_only_greetings]
+        if offered & set(texts):
+            continue
+        start = message.variants.count()
+        Variant.objects.bulk_create(
+            [
+                Variant(message=message, room=room, index=start + i, text=text, tokens=tokens.count(text))
+                for i, text in enumerate(texts)
+            ]
+        )
+
+
 @transaction.atomic
 def room_create_from_character(*, host: User, character: Character) -> Room:
     """Start a chat: the character is seated and its greeting (with alternates as swipes) is message 0."""
@@ -130,31 +188,7 @@ def room_create_from_character(*, host: User, character: Character) -> Room:
         room=room, character=character, name=character.name, talkativeness=character.talkativeness
     )
     Presence.objects.create(seat=seat, joined_seq=0)
-    greetings = [g for g in [character.first_mes, *character.alternate_greetings] if g.strip()]
-    if greetings:
-        persona = room_persona(room)
-        context = macros.MacroContext(
-            char=character.name,
-            user=persona.name if persona else host.get_username(),
-            persona=persona.description if persona else "",
-            description=character.description,
-            scenario=character.scenario,
-            personality=character.personality,
-            chat_id=str(room.pk),
-        )
-        message = Message.objects.create(
-            room=room,
-            seq=_take_seq(room),
-            kind=Message.Kind.CHARACTER,
-            seat=seat,
-            speaker_name=character.name,
-        )
-        Variant.objects.bulk_create(
-            [
-                Variant(message=message, room=room, index=i, text=text, tokens=tokens.count(text))
-                for i, text in enumerate(macros.substitute(g, context) for g in greetings)
-            ]
-        )
+    _greeting_post(room=room, seat=seat, character=character, in_group=False)
     return room
 
 
@@ -221,6 +255,14 @@ def seat_add(*, room: Room, character: Character) -> Seat:
             room=room, character=character, name=character.name, talkativeness=character.talkativeness
         )
     Presence.objects.create(seat=seat, joined_seq=locked.next_seq)
+    if not locked.messages.exclude(kind=Message.Kind.CHARACTER).exists():
+        # The chat has not begun: as in a new SillyTavern group chat, each character greets,
+        # and the group-only greetings are offered now that the room has several characters.
+        others = [s for s in seated(locked) if s.pk != seat.pk]
+        if others:
+            _offer_group_greetings(locked, others)
+        if not seat.messages.exists():
+            _greeting_post(room=locked, seat=seat, character=character, in_group=bool(others))
     events.seats_changed(room.pk)
     return seat
 

@@ -384,7 +384,30 @@ def parse_character_book(book: dict) -> dict:
             entries.append(_book_entry(raw, index))
     name = book.get("name") if isinstance(book.get("name"), str) else ""
     extra = {key: value for key, value in book.items() if key not in ("name", "entries")}
-    return {"name": name, "entries": _unique_uids(entries), "extra": extra}
+    return {"name": name, "entries": _unique_uids(entries), "extra": extra, "settings": _book_settings(book)}
+
+
+# A card book's own settings (Character Card V2): its field -> (the WorldBook setting, default).
+CARD_BOOK_SETTINGS = {
+    "scan_depth": ("scan_depth", 2),
+    "token_budget": ("token_budget", 0),
+    "recursive_scanning": ("recursive", True),
+}
+MAX_SCAN_DEPTH = 1000
+
+
+def _book_settings(book: dict) -> dict:
+    """Return the settings a card's book sets for itself, as WorldBook fields; bad values are left out."""
+    settings: dict[str, Any] = {}
+    for theirs, (ours, _) in CARD_BOOK_SETTINGS.items():
+        value = book.get(theirs)
+        if theirs == "recursive_scanning":
+            if isinstance(value, bool):
+                settings[ours] = value
+        elif isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            if float(value).is_integer():
+                settings[ours] = min(int(value), MAX_SCAN_DEPTH if ours == "scan_depth" else 2**31 - 1)
+    return settings
 
 
 def export_character_book(book: dict) -> dict:
@@ -421,7 +444,17 @@ def export_character_book(book: dict) -> dict:
                 out.setdefault(key, value)
         out_entries.append(out)
     result: dict[str, Any] = {"entries": out_entries, "name": _text(book.get("name"))}
-    for key, value in _dict(book.get("extra")).items():
+    extra = _dict(book.get("extra"))
+    settings = _dict(book.get("settings"))
+    for theirs, (ours, default) in CARD_BOOK_SETTINGS.items():
+        if ours not in settings:
+            continue
+        kept = _book_settings(extra).get(ours) if theirs in extra else None
+        if kept == settings[ours]:
+            result[theirs] = copy.deepcopy(extra[theirs])  # as the file wrote it (3 or 3.0)
+        elif theirs in extra or settings[ours] != default:
+            result[theirs] = settings[ours]
+    for key, value in extra.items():
         result.setdefault(key, copy.deepcopy(value))
     return result
 

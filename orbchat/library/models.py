@@ -128,6 +128,63 @@ class Character(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def _v3(self, key: str):
+        data = self.extra.get("data") if isinstance(self.extra, dict) else None
+        return data.get(key) if isinstance(data, dict) else None
+
+    @property
+    def nickname(self) -> str:
+        """The card's V3 nickname: what {{char}} becomes, when set."""
+        value = self._v3("nickname")
+        return value.strip() if isinstance(value, str) else ""
+
+    @property
+    def macro_name(self) -> str:
+        """The name {{char}} stands for: the nickname when the card has one, else the name."""
+        return self.nickname or self.name
+
+    @property
+    def group_only_greetings(self) -> list[str]:
+        """The card's V3 greetings offered only in rooms with several characters."""
+        value = self._v3("group_only_greetings")
+        return [g for g in value if isinstance(g, str) and g.strip()] if isinstance(value, list) else []
+
+    @property
+    def creator_notes_multilingual(self) -> dict[str, str]:
+        """The card's V3 creator notes by language code ({"fr": "..."})."""
+        value = self._v3("creator_notes_multilingual")
+        if not isinstance(value, dict):
+            return {}
+        return {str(k).lower(): v for k, v in value.items() if isinstance(v, str) and v.strip()}
+
+    def creator_notes_for(self, languages: list[str]) -> str:
+        """The creator notes in the first of `languages` ("fr", "pt-BR") the card has, each also
+        tried as its base language ("pt"); else `creator_notes`."""
+        notes = self.creator_notes_multilingual
+        for language in languages:
+            code = language.lower().replace("_", "-")
+            found = notes.get(code) or notes.get(code.split("-")[0])
+            if found:
+                return found
+        return self.creator_notes
+
+    @property
+    def depth_prompt(self) -> tuple[str, int, str] | None:
+        """The Character's Note (`extensions.depth_prompt`): (text, depth, role), or None when empty.
+
+        As SillyTavern reads it: the text trimmed, depth 4 and role "system" when missing.
+        """
+        value = self.extensions.get("depth_prompt") if isinstance(self.extensions, dict) else None
+        if not isinstance(value, dict) or not isinstance(value.get("prompt"), str):
+            return None
+        text = value["prompt"].strip()
+        if not text:
+            return None
+        depth = value.get("depth")
+        depth = depth if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0 else 4
+        role = value.get("role") if value.get("role") in ("system", "user", "assistant") else "system"
+        return text, depth, role
+
 
 class CharacterAsset(models.Model):
     """A file a CHARX card carried beside its card.json, kept under its path in the archive."""

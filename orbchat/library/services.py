@@ -33,6 +33,8 @@ from orbchat.library.models import (
 CARD_FIELDS = tuple(k for k in cards.CARD_KEYS if k != "character_book")
 ENTRY_FIELDS = st_worldbooks.ENTRY_KEYS  # a stored entry has exactly the normalized entry's fields
 SAMPLER_FIELDS = tuple(presets.DEFAULT_SAMPLERS)
+# The book settings a card's embedded book carries (scan depth, budget, recursion).
+BOOK_SETTINGS = tuple(ours for ours, _ in st_worldbooks.CARD_BOOK_SETTINGS.values())
 CARD_FORMATS = ("png", "json", "charx")
 
 
@@ -303,7 +305,10 @@ def _entry(book: WorldBook, data: dict) -> WorldEntry:
 def worldbook_create_from_data(*, owner: User, data: dict, fallback_name: str = "World book") -> WorldBook:
     """Create a book and its entries from the normalized shape of orbchat.interop.worldbooks."""
     book = WorldBook.objects.create(
-        owner=owner, name=(data.get("name") or fallback_name)[:200], extra=data.get("extra") or {}
+        owner=owner,
+        name=(data.get("name") or fallback_name)[:200],
+        extra=data.get("extra") or {},
+        **{name: data["settings"][name] for name in BOOK_SETTINGS if name in (data.get("settings") or {})},
     )
     WorldEntry.objects.bulk_create(
         [_entry(book, entry) for entry in data.get("entries", [])], batch_size=1000
@@ -331,7 +336,12 @@ def worldbook_delete(*, book: WorldBook) -> None:
 
 def worldbook_to_data(book: WorldBook) -> dict:
     entries = [{name: copy.deepcopy(getattr(e, name)) for name in ENTRY_FIELDS} for e in book.entries.all()]
-    return {"name": book.name, "entries": entries, "extra": copy.deepcopy(book.extra)}
+    return {
+        "name": book.name,
+        "entries": entries,
+        "extra": copy.deepcopy(book.extra),
+        "settings": {name: getattr(book, name) for name in BOOK_SETTINGS},
+    }
 
 
 def worldbook_export(*, book: WorldBook) -> bytes:

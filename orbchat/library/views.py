@@ -28,6 +28,22 @@ from orbchat.prompting import macros
 # --- Characters -------------------------------------------------------------------------------
 
 
+def accepted_languages(request: HttpRequest) -> list[str]:
+    """The languages the browser asks for (Accept-Language), most wanted first."""
+    ranked = []
+    for index, item in enumerate(request.headers.get("Accept-Language", "").split(",")[:20]):
+        code, _, params = item.strip().partition(";")
+        quality = 1.0
+        if params.strip().startswith("q="):
+            try:
+                quality = float(params.strip()[2:])
+            except ValueError:
+                continue
+        if code and code != "*" and quality > 0:
+            ranked.append((-quality, index, code.strip()))
+    return [code for _, _, code in sorted(ranked)]
+
+
 def character_list(request: HttpRequest) -> HttpResponse:
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
     favourites = request.GET.get("favourites") == "1"
@@ -69,7 +85,7 @@ def character_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("library:character", pk=character.pk)
     persona = selectors.persona_default(user=request.user)
     macro_context = macros.MacroContext(
-        char=character.name,
+        char=character.macro_name,
         user=persona.name if persona else request.user.username,
         persona=persona.description if persona else "",
         description=character.description,
@@ -81,6 +97,7 @@ def character_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "character": character,
         "form": form,
         "greeting": macros.substitute(character.first_mes, macro_context),
+        "creator_notes": character.creator_notes_for(accepted_languages(request)),
         "books": character.world_books.all(),
         "nav": "characters",
     }

@@ -24,6 +24,7 @@ __all__ = [
     "CONTINUE_NUDGE",
     "IMPERSONATE_NUDGE",
     "CardInfo",
+    "DepthPrompt",
     "HistoryMessage",
     "Prompt",
     "PromptInput",
@@ -41,6 +42,7 @@ IMPERSONATE_NUDGE = (
     "Write only {{user}}'s message.]"
 )
 WORLD_AT_DEPTH_NAME = "World info (at depth)"
+DEPTH_PROMPT_NAME = "Character's note"
 
 START_RE = re.compile(r"<START>", re.IGNORECASE)
 ORIGINAL_RE = re.compile(r"\{\{original\}\}", re.IGNORECASE)
@@ -66,6 +68,17 @@ class CardInfo:
     mes_example: str = ""
     system_prompt: str = ""
     post_history_instructions: str = ""
+    nickname: str = ""  # a V3 card's nickname: what {{char}} stands for in this card's texts
+
+
+@dataclass(frozen=True)
+class DepthPrompt:
+    """A card's Character's Note (SillyTavern's `depth_prompt`), sent into the chat at a depth."""
+
+    text: str
+    char: str  # {{char}} in the text
+    depth: int = 4
+    role: str = "system"
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,9 @@ class PromptInput:
     # Rooms with several characters: who should write the reply (sent last, in "normal" mode only).
     group_nudge: str = ""
     count_tokens: Callable[[str], int] | None = None  # default: default_count_tokens
+    # The Character's Notes in play: the speaker's, or in a room with several characters every
+    # seated card's, as SillyTavern injects them.
+    depth_prompts: Sequence[DepthPrompt] = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +183,7 @@ class _Assembler:
         )
         self.kept_seqs: list[int] = []
         self.world_injections: list[_Injection] = []
+        self.note_injections: list[_Injection] = []
 
     def _default_context(self) -> MacroContext:
         inp, card = self.inp, self.card
@@ -197,6 +214,10 @@ class _Assembler:
         parts.insert(parts.index(history_part) + 1, world_depth)
         if not world_depth.messages:
             unreported.add(id(world_depth))
+        notes = self.depth_prompts()
+        parts.insert(parts.index(history_part) + 1, notes)
+        if not notes.messages:
+            unreported.add(id(notes))
         if inp.mode == "continue":
             parts.append(_Part("Continue", "literal", [_msg("system", CONTINUE_NUDGE)]))
         elif inp.mode == "impersonate":
@@ -219,7 +240,7 @@ class _Assembler:
         for part in parts:
             if part is history_part:
                 messages.extend(block)
-            elif part.depth is None and part is not world_depth:
+            elif part.depth is None and part is not world_depth and part is not notes:
                 messages.extend(part.messages)
 
         reports = [
@@ -315,7 +336,7 @@ class _Assembler:
             if value.strip():
                 ctx = dataclasses.replace(
                     self.ctx,
-                    char=card.name,
+                    char=card.nickname or card.name,
                     description=card.description,
                     personality=card.personality,
                     scenario=card.scenario,
@@ -373,7 +394,23 @@ class _Assembler:
         for rank, key in enumerate(sorted(groups, key=lambda key: (-key[0], ROLES.index(key[1])))):
             message = _msg(key[1], self.sub("\n".join(groups[key])))
             part.messages.append(message)
-            self.world_injections.append(_Injection(key[0], (1, rank), message))
+            self.world_injections.append(_Injection(key[0], (2, rank), message))
+        return part
+
+    def depth_prompts(self) -> _Part:
+        """One message per Character's Note, at its depth and role, with {{char}} its own card's.
+
+        At a depth they share, they come after the sections sent there (the author's note) and
+        before world info, the order SillyTavern joins its extension prompts in.
+        """
+        part = _Part(DEPTH_PROMPT_NAME, "marker")
+        for rank, note in enumerate(self.inp.depth_prompts):
+            text = self.sub(note.text, dataclasses.replace(self.ctx, char=note.char))
+            if not text.strip():
+                continue
+            message = _msg(_role(note.role), text)
+            part.messages.append(message)
+            self.note_injections.append(_Injection(_depth(note.depth), (1, rank), message))
         return part
 
     # History
@@ -406,7 +443,7 @@ class _Assembler:
         for index, part in enumerate(parts):
             if part.depth is not None:
                 result.extend(_Injection(part.depth, (0, index), message) for message in part.messages)
-        return result + self.world_injections
+        return result + self.note_injections + self.world_injections
 
 
 def _inject(history: list[dict], injections: list[_Injection]) -> list[dict]:

@@ -465,7 +465,12 @@ def test_character_book_refusals():
         worldbooks.parse_character_book(["x"])
     with pytest.raises(InteropError, match="character book entry 1 is not an object"):
         worldbooks.parse_character_book({"entries": [book_entry(), None]})
-    assert worldbooks.parse_character_book({"name": "Empty"}) == {"name": "Empty", "entries": [], "extra": {}}
+    assert worldbooks.parse_character_book({"name": "Empty"}) == {
+        "name": "Empty",
+        "entries": [],
+        "extra": {},
+        "settings": {},
+    }
 
 
 def test_unknown_character_book_fields_survive_at_every_level():

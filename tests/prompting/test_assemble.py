@@ -9,6 +9,7 @@ from orbchat.library.presets import DEFAULT_POST_HISTORY, default_sections, mark
 from orbchat.prompting.assemble import (
     CONTINUE_NUDGE,
     CardInfo,
+    DepthPrompt,
     HistoryMessage,
     PromptInput,
     WorldInsert,
@@ -566,3 +567,59 @@ def test_the_preset_post_history_prompt_stands_when_the_card_has_none_or_overrid
     assert st_prompt(st_preset())[-1]["content"] == "JB Mira"
     forbidden = st_prompt(st_preset(forbid_overrides=True), post_history_instructions="CARD PHI")
     assert forbidden[-1]["content"] == "JB Mira"
+
+
+# The card's Character's Note (SillyTavern's depth_prompt)
+
+
+def test_a_characters_note_goes_in_at_its_depth_with_its_role():
+    notes = [DepthPrompt(text="{{char}} hides a key from {{user}}.", char="Maren", depth=1, role="user")]
+    prompt = assemble(make([marker("chat_history")], history=chat(3), depth_prompts=notes))
+    assert prompt.messages == [
+        {"role": "user", "content": "message 1"},
+        {"role": "assistant", "content": "message 2"},
+        {"role": "user", "content": "Maren hides a key from Ada."},
+        {"role": "user", "content": "message 3"},
+    ]
+    assert ("Character's note", "marker", 6, 1) in [
+        (r.name, r.kind, r.tokens, r.messages) for r in prompt.sections
+    ]
+
+
+def test_a_characters_note_at_depth_zero_comes_after_the_last_message():
+    notes = [DepthPrompt(text="Stay in the fog.", char="Maren", depth=0, role="system")]
+    assert only([marker("chat_history")], history=chat(2), depth_prompts=notes)[-1] == "Stay in the fog."
+
+
+def test_each_characters_note_fills_char_with_its_own_card():
+    notes = [
+        DepthPrompt(text="{{char}} is wary.", char="Maren", depth=2),
+        DepthPrompt(text="{{char}} is loud.", char="Tobin", depth=2),
+    ]
+    texts = only([marker("chat_history")], history=chat(4), depth_prompts=notes)
+    assert texts == ["message 1", "message 2", "Maren is wary.", "Tobin is loud.", "message 3", "message 4"]
+
+
+def test_at_one_depth_the_note_comes_after_the_authors_note_and_before_world_info():
+    world = [WorldInsert(content="The lamp is lit.", position=Position.AT_DEPTH, depth=1)]
+    notes = [DepthPrompt(text="Maren's note.", char="Maren", depth=1)]
+    texts = only(
+        [marker("chat_history"), marker("authors_note")],
+        history=chat(2),
+        authors_note="Author's note.",
+        authors_note_depth=1,
+        world_info=world,
+        depth_prompts=notes,
+    )
+    assert texts == ["message 1", "Author's note.", "Maren's note.", "The lamp is lit.", "message 2"]
+
+
+def test_no_characters_note_no_report_line():
+    prompt = assemble(make([marker("chat_history")], history=chat(2)))
+    assert "Character's note" not in [r.name for r in prompt.sections]
+
+
+def test_a_nickname_is_char_in_each_cards_texts():
+    tobin = CardInfo(name="Tobin Vale", description="{{char}} rows the boat.", nickname="Tob")
+    texts = only([marker("char_description")], characters=[MAREN, tobin])
+    assert texts == ["Maren: Maren keeps the lighthouse for Ada.\nTobin Vale: Tob rows the boat."]

@@ -14,7 +14,7 @@ from tests.library.cards import v2_card
 @pytest.fixture
 def second(host):
     return library_services.character_create(
-        owner=host, card=parse_card_json(v2_card(name="Tobin", first_mes=""))
+        owner=host, card=parse_card_json(v2_card(name="Tobin", first_mes="", alternate_greetings=[]))
     )
 
 
