@@ -55,7 +55,8 @@ SPEC_ORDER = (
     "post_history_instructions",
 )
 DATA_FIELDS = frozenset({*TEXT_FIELDS, *LIST_FIELDS, "extensions", "character_book"})
-# The V1 fields SillyTavern mirrors at the top of V2/V3 cards, plus its own bookkeeping there.
+# The V1 fields SillyTavern mirrors at the top of V2/V3 cards and writes from the card on export.
+# Its own bookkeeping there (`avatar`, `chat`, `create_date`) is kept with the other top fields.
 V1_MIRROR = frozenset(
     {
         "name",
@@ -65,12 +66,9 @@ V1_MIRROR = frozenset(
         "first_mes",
         "mes_example",
         "creatorcomment",
-        "avatar",
-        "chat",
         "talkativeness",
         "fav",
         "tags",
-        "create_date",
     }
 )
 # data field -> the top-level V1 field read when the data field is missing or empty.
