@@ -23,7 +23,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 def duo(room, host):
     """The room with Maren and Tobin seated, both quiet unless named; options as given."""
     tobin = library_services.character_create(
-        owner=host, card=parse_card_json(v2_card(name="Tobin", description="A ferryman.", first_mes=""))
+        owner=host,
+        card=parse_card_json(
+            v2_card(name="Tobin", description="A ferryman.", first_mes="", alternate_greetings=[])
+        ),
     )
     services.seat_add(room=room, character=tobin)
     for seat in room.seats.all():
