@@ -5,6 +5,7 @@ import json
 from django import forms
 
 from orbchat.connections.models import Connection, ModelRoles
+from orbchat.library import textformats
 
 
 class ConnectionForm(forms.Form):
@@ -32,6 +33,40 @@ class ConnectionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text='Sent with every request, e.g. {"reasoning_effort": "low"}.',
     )
+
+    api = forms.ChoiceField(label="Kind of API", choices=Connection.Api.choices, initial=Connection.Api.CHAT)
+    text_backend = forms.ChoiceField(
+        label="Text-completion server",
+        choices=Connection.TextBackend.choices,
+        initial=Connection.TextBackend.KOBOLDCPP,
+        help_text="Text completion only: each server names its samplers its own way.",
+    )
+    instruct_template = forms.ChoiceField(
+        label="Instruct template",
+        required=False,
+        initial="bundled:ChatML",
+        help_text="Text completion only: how each message is wrapped for the model (pick its family).",
+    )
+    context_template = forms.ChoiceField(
+        label="Context template",
+        required=False,
+        initial="bundled:ChatML",
+        help_text="Text completion only: the story string that opens the prompt.",
+    )
+    system_prompt = forms.ChoiceField(
+        label="System prompt",
+        required=False,
+        help_text="Text completion only: a card's own system prompt still replaces it.",
+    )
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, kind in (
+            ("instruct_template", "instruct"),
+            ("context_template", "context"),
+            ("system_prompt", "system"),
+        ):
+            self.fields[name].choices = textformats.choices(owner=user, kind=kind)
 
     def clean_extra_params(self) -> dict:
         text = self.cleaned_data["extra_params"].strip()
