@@ -107,6 +107,10 @@ def _text_request(target: Target, params: dict) -> dict:
     the samplers only a local server reads in `extra_body` (the call's own over the target's)."""
     body = {k: v for k, v in target.extra.items() if k not in TEXT_FIELDS}
     body.update(params.pop("extra_body", None) or {})
+    if "stop" in params:
+        # In the body as it is: litellm keeps only OpenAI's first four stop strings, and local
+        # servers take any number (a template's sequences and the names make more).
+        body["stop"] = params.pop("stop")
     body = {k: v for k, v in body.items() if k in providers.EXTRA_PARAMS}
     request = {
         "model": target.model,
