@@ -34,9 +34,12 @@ class ConnectionForm(forms.Form):
         help_text='Sent with every request, e.g. {"reasoning_effort": "low"}.',
     )
 
-    api = forms.ChoiceField(label="Kind of API", choices=Connection.Api.choices, initial=Connection.Api.CHAT)
+    api = forms.ChoiceField(
+        label="Kind of API", choices=Connection.Api.choices, initial=Connection.Api.CHAT, required=False
+    )
     text_backend = forms.ChoiceField(
         label="Text-completion server",
+        required=False,
         choices=Connection.TextBackend.choices,
         initial=Connection.TextBackend.KOBOLDCPP,
         help_text="Text completion only: each server names its samplers its own way.",
@@ -67,6 +70,12 @@ class ConnectionForm(forms.Form):
             ("system_prompt", "system"),
         ):
             self.fields[name].choices = textformats.choices(owner=user, kind=kind)
+
+    def clean_api(self) -> str | None:
+        return self.cleaned_data["api"] or None  # not sent: the saved kind (chat for a new one)
+
+    def clean_text_backend(self) -> str | None:
+        return self.cleaned_data["text_backend"] or None
 
     def clean_extra_params(self) -> dict:
         text = self.cleaned_data["extra_params"].strip()

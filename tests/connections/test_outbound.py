@@ -187,7 +187,7 @@ def test_a_provider_error_reaches_the_person_masked_and_without_a_traceback(owne
     )
     fake_llm.script(Reply(status=401, error_message="Incorrect API key provided: sk-proj-abcd1234efgh5678."))
     worked, message = gateway.test_connection(connection)
-    assert not worked and "refused the API key (401)" in message
+    assert not worked and message == "The provider refused the API key. Check the key in Settings → Models."
     assert "sk-proj" not in message and "abcd1234" not in message
     assert "Traceback" not in message and 'File "' not in message
 
