@@ -185,3 +185,49 @@ async def test_a_bad_key_on_a_text_connection_is_said_plainly_without_retry(host
     await settle()
     for tab in (socket, site):
         await tab.disconnect()
+
+
+def test_the_connection_page_offers_bundled_and_imported_templates_and_saves_the_choice(host, text_room):
+    from django.urls import reverse
+
+    from tests.factories import client_for
+
+    client = client_for(host)
+    connection = host.connections.get(name="KoboldCpp")
+    page = client.get(reverse("connections:detail", args=[connection.pk])).content.decode()
+    template = host.instruct_templates.get()
+    for option in (
+        "Llama 3 Instruct (bundled)",
+        "My ChatML (imported)",
+        f'value="mine:{template.pk}" selected',
+    ):
+        assert option in page
+    response = client.post(
+        reverse("connections:detail", args=[connection.pk]),
+        {
+            "name": "KoboldCpp",
+            "provider": "local",
+            "model": "koboldcpp/model",
+            "api_base": connection.api_base,
+            "api": "text",
+            "text_backend": "llamacpp",
+            "instruct_template": "bundled:Llama 3 Instruct",
+            "context_template": "bundled:Llama 3 Instruct",
+            "system_prompt": "",
+        },
+    )
+    assert response.status_code == 302
+    connection.refresh_from_db()
+    assert (connection.text_backend, connection.instruct_template) == ("llamacpp", "bundled:Llama 3 Instruct")
+    plan = prompting.plan_turn(turn=prompting.TurnContext.read(text_room.pk), seat=text_room.seats.get())
+    assert plan.text_prompt.startswith("<|start_header_id|>system<|end_header_id|>\n\nYou are Mira;")
+    assert plan.params["extra_body"]["repeat_penalty"] == 1.1
+
+
+def test_the_preview_page_shows_the_prompt_text(host, text_room):
+    from django.urls import reverse
+
+    from tests.factories import client_for
+
+    page = client_for(host).get(reverse("rooms:preview", args=[text_room.pk])).content.decode()
+    assert "Prompt text sent" in page and "&lt;|im_start|&gt;system" in page
