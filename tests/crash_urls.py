@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 
-from orbchat.urls import handler500, urlpatterns as site_urlpatterns
+from orbchat.urls import handler500
+from orbchat.urls import urlpatterns as site_urlpatterns
 
 
 @login_not_required

@@ -42,25 +42,33 @@ class ConnectionForm(forms.Form):
         required=False,
         choices=Connection.TextBackend.choices,
         initial=Connection.TextBackend.KOBOLDCPP,
-        help_text="Text completion only: each server names its samplers its own way.",
+        help_text="Each server names its samplers its own way.",
     )
     instruct_template = forms.ChoiceField(
         label="Instruct template",
         required=False,
         initial="bundled:ChatML",
-        help_text="Text completion only: how each message is wrapped for the model (pick its family).",
+        help_text="How each message is wrapped for the model: pick the model's family.",
     )
     context_template = forms.ChoiceField(
         label="Context template",
         required=False,
         initial="bundled:ChatML",
-        help_text="Text completion only: the story string that opens the prompt.",
+        help_text="The story string that opens the prompt.",
     )
     system_prompt = forms.ChoiceField(
         label="System prompt",
         required=False,
-        help_text="Text completion only: a card's own system prompt still replaces it.",
+        help_text="A card's own system prompt still replaces it.",
     )
+
+    TEXT_FIELDS = ("text_backend", "instruct_template", "context_template", "system_prompt")
+
+    def general_fields(self) -> list:
+        return [field for field in self if field.name not in self.TEXT_FIELDS]
+
+    def text_fields(self) -> list:
+        return [self[name] for name in self.TEXT_FIELDS]
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -108,6 +116,14 @@ class RolesForm(forms.Form):
         label="Remote rerank connection", queryset=Connection.objects.none(), required=False
     )
     rerank_local_path = forms.CharField(label="CrossEncoder model folder", required=False, max_length=500)
+
+    TEXT_FIELDS = ("text_backend", "instruct_template", "context_template", "system_prompt")
+
+    def general_fields(self) -> list:
+        return [field for field in self if field.name not in self.TEXT_FIELDS]
+
+    def text_fields(self) -> list:
+        return [self[name] for name in self.TEXT_FIELDS]
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
