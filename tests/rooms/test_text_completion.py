@@ -231,3 +231,21 @@ def test_the_preview_page_shows_the_prompt_text(host, text_room):
 
     page = client_for(host).get(reverse("rooms:preview", args=[text_room.pk])).content.decode()
     assert "Prompt text sent" in page and "&lt;|im_start|&gt;system" in page
+
+
+@pytest.mark.asyncio
+async def test_continue_on_a_text_connection_sends_the_reply_open_and_appends(host, text_room, fake_llm):
+    fake_llm.script(Reply("The lamp"), Reply(" flickers."))
+    socket = await open_socket(host, text_room.pk)
+    await socket.send_json_to({"type": "send", "text": "Look."})
+    await until(socket, done_message)
+    await settle()
+    await socket.send_json_to({"type": "continue"})
+    await until(socket, lambda f: done_message(f) and "flickers" in f["html"])
+    await settle()
+    _, variants = await variants_of_last(text_room)
+    assert variants[0].text == "The lamp flickers."
+    await socket.disconnect()
+    prompt = fake_llm.completions()[-1].body["prompt"]
+    assert prompt.endswith("<|im_start|>assistant\nMira: The lamp")
+    assert "Continue your last message" not in prompt
