@@ -36,6 +36,8 @@ EXTRA_PARAMS = frozenset(
     parallel_tool_calls user
     rep_pen rep_pen_range rep_pen_slope repeat_penalty repeat_last_n typical tfs_z mirostat_mode
     smoothing_curve dry_penalty_last_n banned_tokens banned_strings bad_words custom_token_bans
+    sampler_order samplers sampler_priority ban_eos_token ignore_eos temperature_last min_length
+    min_tokens dynamic_temperature dynatemp_low dynatemp_high
     """.split()
 )
 

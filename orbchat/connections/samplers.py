@@ -26,6 +26,11 @@ ALIASES = {
     "freq_pen": "frequency_penalty",
     "presence_pen": "presence_penalty",
     "genamt": "max_tokens",
+    # NovelAI's spellings, for a NovelAI preset used with a local server.
+    "repetition_penalty_slope": "rep_pen_slope",
+    "tail_free_sampling": "tfs",
+    "mirostat_lr": "mirostat_eta",
+    "ignore_eos_token": "ban_eos_token",
 }
 
 # Ours -> the name each backend reads (absent: the backend has no such sampler).
@@ -75,6 +80,16 @@ WIRE: dict[str, dict[str, str]] = {
         LLAMACPP: "xtc_probability",
         TEXTGEN: "xtc_probability",
     },
+}
+
+# Lists and switches, sent as they are.
+AS_IS: dict[str, dict[str, str]] = {
+    "sampler_order": {KOBOLDCPP: "sampler_order"},
+    "samplers": {LLAMACPP: "samplers"},
+    "sampler_priority": {TEXTGEN: "sampler_priority"},
+    "ban_eos_token": {LLAMACPP: "ignore_eos", TEXTGEN: "ban_eos_token", VLLM: "ignore_eos"},
+    "temperature_last": {TEXTGEN: "temperature_last"},
+    "min_length": {TEXTGEN: "min_length", VLLM: "min_tokens"},
 }
 
 # Sent as the OpenAI completions fields every backend reads.
@@ -173,6 +188,21 @@ def normalise(samplers: dict) -> dict:
     return out
 
 
+def _dynamic_temperature(values: dict, backend: str, params: dict, body: dict) -> None:
+    """SillyTavern's dynamic temperature: the middle of min/max temp, with the spread as the backend says it."""
+    low, high = _number(values.get("min_temp")), _number(values.get("max_temp"))
+    if not values.get("dynatemp") or low is None or high is None or backend == VLLM:
+        return
+    params["temperature"] = (low + high) / 2
+    exponent = _number(values.get("dynatemp_exponent"))
+    if backend == TEXTGEN:
+        body.update(dynamic_temperature=True, dynatemp_low=low, dynatemp_high=high)
+    else:
+        body["dynatemp_range"] = (high - low) / 2
+    if exponent is not None:
+        body["dynatemp_exponent"] = exponent
+
+
 def text_params(samplers: dict, backend: str) -> dict:
     """Return the completion call's keyword arguments for `backend` from a preset's samplers.
 
@@ -186,6 +216,10 @@ def text_params(samplers: dict, backend: str) -> dict:
         if number is not None and not (name == "seed" and number < 0):
             params[name] = number
     body: dict = {}
+    _dynamic_temperature(values, backend, params, body)
+    for name, names in AS_IS.items():
+        if name in values and backend in names and isinstance(values[name], list | bool | int | float):
+            body[names[backend]] = values[name]
     for name, names in WIRE.items():
         if name not in values or backend not in names:
             continue

@@ -103,3 +103,28 @@ def test_banned_lines_and_breakers_are_read_as_sillytavern_writes_them():
     assert sequence_breakers(["\n"]) == ["\n"]
     assert sequence_breakers('["*", "\\""]') == ["*", '"']
     assert sequence_breakers("*, :") == ["*", ":"]
+
+
+def test_dynamic_temperature_is_the_middle_with_the_spread_as_each_server_says_it():
+    preset = {"temperature": 1.0, "dynatemp": True, "min_temp": 0.5, "max_temp": 1.5, "dynatemp_exponent": 1}
+    kobold = text_params(preset, "koboldcpp")
+    assert kobold["temperature"] == 1.0
+    assert kobold["extra_body"] == {"dynatemp_range": 0.5, "dynatemp_exponent": 1}
+    textgen = text_params(preset, "textgen")["extra_body"]
+    assert textgen == {
+        "dynamic_temperature": True,
+        "dynatemp_low": 0.5,
+        "dynatemp_high": 1.5,
+        "dynatemp_exponent": 1,
+    }
+    assert text_params({**preset, "dynatemp": False}, "koboldcpp") == {"temperature": 1.0}
+
+
+def test_sampler_order_and_eos_go_to_the_servers_that_read_them():
+    preset = {"sampler_order": [6, 0, 1], "samplers": ["top_k", "min_p"], "ban_eos_token": True}
+    assert text_params(preset, "koboldcpp")["extra_body"] == {"sampler_order": [6, 0, 1]}
+    assert text_params(preset, "llamacpp")["extra_body"] == {
+        "samplers": ["top_k", "min_p"],
+        "ignore_eos": True,
+    }
+    assert text_params(preset, "vllm")["extra_body"] == {"ignore_eos": True}
