@@ -189,7 +189,7 @@ def normalise(samplers: dict) -> dict:
 
 
 def _dynamic_temperature(values: dict, backend: str, params: dict, body: dict) -> None:
-    """SillyTavern's dynamic temperature: the middle of min/max temp, with the spread as the backend says it."""
+    """SillyTavern's dynamic temperature: the middle of min/max, the spread as the backend names it."""
     low, high = _number(values.get("min_temp")), _number(values.get("max_temp"))
     if not values.get("dynatemp") or low is None or high is None or backend == VLLM:
         return
