@@ -504,9 +504,8 @@ def render(
         lines.insert(0, r.message(alignment, FIRST))
     if lines and mode != "continue" and (instruct is None or instruct.wrap):
         lines[-1] = re.sub(r"\n?$", "", lines[-1], count=1)
-    if lines or mode != "continue":
-        if mode != "continue":
-            lines.append(_reply_suffix(r, lines, impersonate=mode == "impersonate"))
+    if mode != "continue":
+        lines.append(_reply_suffix(r, lines, impersonate=mode == "impersonate"))
     chat = "".join(lines)
     if context.chat_start:
         chat = substitute(context.chat_start + "\n") + chat
