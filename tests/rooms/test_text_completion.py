@@ -194,6 +194,8 @@ def test_the_connection_page_offers_bundled_and_imported_templates_and_saves_the
 
     client = client_for(host)
     connection = host.connections.get(name="KoboldCpp")
+    listed = client.get(reverse("connections:list")).content.decode()
+    assert "text completion (KoboldCpp)" in listed
     page = client.get(reverse("connections:detail", args=[connection.pk])).content.decode()
     template = host.instruct_templates.get()
     for option in (
