@@ -17,6 +17,7 @@ SECRET_KEY = env.secret_key()
 DEBUG = env.get_bool("DEBUG")
 ALLOWED_HOSTS = [h.strip() for h in env.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in env.get("CSRF_TRUSTED_ORIGINS").split(",") if o.strip()]
+CSRF_FAILURE_VIEW = "orbchat.views.csrf_failure"  # a refused form gets the site's 403 page
 
 INSTALLED_APPS = [
     "daphne",

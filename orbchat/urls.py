@@ -18,3 +18,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls()),
 ]
+
+handler500 = "orbchat.views.server_error"

@@ -16,9 +16,10 @@ from orbchat.connections.models import Connection, ModelRoles
 from orbchat.connections.selectors import model_roles_get
 from orbchat.library.models import Persona, Preset, WorldBook, default_memory_template
 from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
+from orbchat.library.textformats import text_format_for
 from orbchat.library.worldtest import book_for_activation
-from orbchat.prompting import assemble, macros, worldinfo
-from rooms import memory_port, tokens
+from orbchat.prompting import assemble, macros, textmode, worldinfo
+from rooms import memory_port, textturn, tokens
 from rooms.models import Member, Message, Room, Seat, Variant
 from rooms.options import room_options
 from rooms.services import NARRATOR, room_persona, seated, user_display_name
@@ -74,6 +75,7 @@ class TurnPlan:
     recall: memory_port.Outcome | None = None  # None: no recall for this kind of turn (impersonate)
     host_id: int | None = None
     speaker: str = ""  # the reply's speaker name (the Narrator's in Narrator mode)
+    text_prompt: str | None = None  # a text-completion connection's prompt (None: chat messages)
 
     def preview(self) -> dict:
         """Return the JSON the host's Preview shows."""
@@ -89,6 +91,7 @@ class TurnPlan:
             "free": max(0, self.prompt.budget - self.prompt.total_tokens),
             "world_info": self.world_info,
             "params": self.params,
+            "text_prompt": self.text_prompt,
         }
 
 
@@ -267,6 +270,10 @@ def plan_turn(
         exclude_message_id=exclude_message_id,
         seats=seats,
     )
+    text_format = text_format_for(connection)
+    original_input = prompt_input
+    if text_format is not None:
+        prompt_input = textmode.prepare(prompt_input, text_format)
     prompt = assemble.assemble(prompt_input)
     outcome = None
     if mode != "impersonate":
@@ -285,6 +292,16 @@ def plan_turn(
         params["stop"] = samplers["stop"]
     if samplers["seed"] is not None:
         params["seed"] = samplers["seed"]
+    text_prompt = None
+    if text_format is not None:
+        text_prompt, params = textturn.text_request(
+            original=original_input,
+            prepared=prompt_input,
+            prompt=prompt,
+            fmt=text_format,
+            samplers=samplers,
+            connection=connection,
+        )
     world_info = [
         {"book": a.book_id, "entry": a.entry.comment or ", ".join(a.entry.keys), "reason": a.reason}
         for a in activation.activated
@@ -299,6 +316,7 @@ def plan_turn(
         recall=outcome,
         host_id=room.host_id,
         speaker=seat.name if seat else NARRATOR,
+        text_prompt=text_prompt,
     )
 
 
@@ -331,6 +349,7 @@ def prompt_input_for(
     samplers = (
         {name: getattr(preset, name) for name in DEFAULT_SAMPLERS} if preset else dict(DEFAULT_SAMPLERS)
     )
+    samplers["extra"] = dict(preset.extra) if preset else {}  # a text-completion preset's other samplers
     context_size = (
         samplers["context_size"] or (connection and gateway.context_size(connection)) or DEFAULT_CONTEXT
     )

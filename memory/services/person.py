@@ -230,7 +230,7 @@ def memory_generate_next(*, room: Room) -> Summary | None:
             upto=end,
         )
     except ProviderTrouble as exc:
-        raise MemoryRefused(f"The Utility model failed: {exc}. Nothing was written; try again.") from exc
+        raise MemoryRefused(f"The Utility model failed. {exc} Nothing was written.") from exc
     if summary is not None:
         reembed(summary)
         jobs.enqueue_catch_up(room.pk)  # roll-ups that can now be written

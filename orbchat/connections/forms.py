@@ -5,6 +5,7 @@ import json
 from django import forms
 
 from orbchat.connections.models import Connection, ModelRoles
+from orbchat.library import textformats
 
 
 class ConnectionForm(forms.Form):
@@ -32,6 +33,57 @@ class ConnectionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text='Sent with every request, e.g. {"reasoning_effort": "low"}.',
     )
+
+    api = forms.ChoiceField(
+        label="Kind of API", choices=Connection.Api.choices, initial=Connection.Api.CHAT, required=False
+    )
+    text_backend = forms.ChoiceField(
+        label="Text-completion server",
+        required=False,
+        choices=Connection.TextBackend.choices,
+        initial=Connection.TextBackend.KOBOLDCPP,
+        help_text="Each server names its samplers its own way.",
+    )
+    instruct_template = forms.ChoiceField(
+        label="Instruct template",
+        required=False,
+        initial="bundled:ChatML",
+        help_text="How each message is wrapped for the model: pick the model's family.",
+    )
+    context_template = forms.ChoiceField(
+        label="Context template",
+        required=False,
+        initial="bundled:ChatML",
+        help_text="The story string that opens the prompt.",
+    )
+    system_prompt = forms.ChoiceField(
+        label="System prompt",
+        required=False,
+        help_text="A card's own system prompt still replaces it.",
+    )
+
+    TEXT_FIELDS = ("text_backend", "instruct_template", "context_template", "system_prompt")
+
+    def general_fields(self) -> list:
+        return [field for field in self if field.name not in self.TEXT_FIELDS]
+
+    def text_fields(self) -> list:
+        return [self[name] for name in self.TEXT_FIELDS]
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, kind in (
+            ("instruct_template", "instruct"),
+            ("context_template", "context"),
+            ("system_prompt", "system"),
+        ):
+            self.fields[name].choices = textformats.choices(owner=user, kind=kind)
+
+    def clean_api(self) -> str | None:
+        return self.cleaned_data["api"] or None  # not sent: the saved kind (chat for a new one)
+
+    def clean_text_backend(self) -> str | None:
+        return self.cleaned_data["text_backend"] or None
 
     def clean_extra_params(self) -> dict:
         text = self.cleaned_data["extra_params"].strip()
@@ -64,6 +116,14 @@ class RolesForm(forms.Form):
         label="Remote rerank connection", queryset=Connection.objects.none(), required=False
     )
     rerank_local_path = forms.CharField(label="CrossEncoder model folder", required=False, max_length=500)
+
+    TEXT_FIELDS = ("text_backend", "instruct_template", "context_template", "system_prompt")
+
+    def general_fields(self) -> list:
+        return [field for field in self if field.name not in self.TEXT_FIELDS]
+
+    def text_fields(self) -> list:
+        return [self[name] for name in self.TEXT_FIELDS]
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -25,6 +25,9 @@ env.apply_offline_defaults()
 # client refuses to send none (it would read OPENAI_API_KEY from the environment instead).
 NO_KEY = "no-key"
 
+# litellm's route for an OpenAI-compatible /v1/completions endpoint.
+TEXT_ROUTE = "text-completion-openai/"
+
 # The tokenizer used when litellm knows none for the model.
 DEFAULT_TOKENIZER = "gpt-4o"
 
@@ -47,6 +50,8 @@ class Target:
     extra: dict
     guarded: bool = False
     refusal: str = ""
+    # A text-completion target takes one prompt text (`atext_stream`); "" is a chat model.
+    text_backend: str = ""
 
 
 def target_for(connection: Connection, *, owner=None) -> Target:
@@ -58,13 +63,19 @@ def target_for(connection: Connection, *, owner=None) -> Target:
         refusal = "This connection has no API key; add one in Connections."
     elif providers.uses_server_credentials(connection.model) and not owner.can_manage_users:
         refusal = providers.SERVER_CREDENTIALS_REFUSED
+    text_backend = connection.text_backend if connection.is_text_completion else ""
+    model = connection.model
+    if text_backend:
+        # litellm's route to an OpenAI-compatible /v1/completions endpoint.
+        model = TEXT_ROUTE + model.removeprefix(TEXT_ROUTE).removeprefix("openai/")
     return Target(
-        model=connection.model,
+        model=model,
         api_base=connection.api_base or None,
         api_key=key,
         extra={k: v for k, v in (connection.extra_params or {}).items() if k in providers.EXTRA_PARAMS},
         guarded=bool(connection.api_base) and outbound.guarded(owner),
         refusal=refusal,
+        text_backend=text_backend,
     )
 
 
@@ -82,6 +93,35 @@ def _request(target: Target, params: dict) -> dict:
         **target.extra,
         **params,
     }
+
+
+# What OpenAI's /v1/completions takes as its own fields; a text target's other extra parameters
+# go in the request body as the backend names them.
+TEXT_FIELDS = frozenset(
+    "temperature top_p max_tokens frequency_penalty presence_penalty stop seed logprobs user".split()
+)
+
+
+def _text_request(target: Target, params: dict) -> dict:
+    """Return the keyword arguments of one litellm text completion: OpenAI's fields at the top,
+    the samplers only a local server reads in `extra_body` (the call's own over the target's)."""
+    body = {k: v for k, v in target.extra.items() if k not in TEXT_FIELDS}
+    body.update(params.pop("extra_body", None) or {})
+    if "stop" in params:
+        # In the body as it is: litellm keeps only OpenAI's first four stop strings, and local
+        # servers take any number (a template's sequences and the names make more).
+        body["stop"] = params.pop("stop")
+    body = {k: v for k, v in body.items() if k in providers.EXTRA_PARAMS}
+    request = {
+        "model": target.model,
+        "api_base": target.api_base,
+        "api_key": target.api_key,
+        **{k: v for k, v in target.extra.items() if k in TEXT_FIELDS},
+        **params,
+    }
+    if body:
+        request["extra_body"] = body
+    return request
 
 
 def check(target: Target) -> None:
@@ -116,40 +156,100 @@ def mask(text: str) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 
-def plain_error(exc: BaseException) -> str:
-    """Say what went wrong with a provider call in words a person can act on, keys masked."""
+@dataclass(frozen=True)
+class Failure:
+    """A failed provider call in plain words: what happened and what to do; `retry` is whether
+    trying the same call again can help."""
+
+    text: str
+    retry: bool
+
+
+SETTINGS = "Settings → Models"
+UNREACHABLE = Failure(
+    f"Could not reach the provider. Check that the server is running and that its address in {SETTINGS} "
+    "is right, then retry.",
+    True,
+)
+BAD_KEY = Failure(f"The provider refused the API key. Check the key in {SETTINGS}.", False)
+NO_ACCESS = Failure(
+    f"The provider says this key may not use this model. Check the key and the model in {SETTINGS}.", False
+)
+RATE_LIMITED = Failure(
+    "The provider is limiting how often it can be called. Wait a moment, then retry.", True
+)
+UNKNOWN_MODEL = Failure(f"The provider does not know this model. Check the model name in {SETTINGS}.", False)
+TOO_LONG = Failure(
+    "The prompt is longer than the model can read. Lower the context size in the preset or the connection.",
+    False,
+)
+TIMED_OUT = Failure("The provider did not answer in time. Retry, or try again later.", True)
+CONTENT_REFUSED = Failure(
+    "The provider refused to answer this prompt under its content rules. Edit the message or use another "
+    "model.",
+    False,
+)
+REJECTED = Failure(
+    f"The provider rejected the request. Check the model and the extra parameters in {SETTINGS}.", False
+)
+PROVIDER_DOWN = Failure("The provider had a problem on its side. Retry in a moment.", True)
+FAILED = Failure(
+    f"The call to the provider failed. Retry; if it keeps failing, test the connection in {SETTINGS}.", True
+)
+
+
+def explain(exc: BaseException) -> Failure:
+    """Say what went wrong with a provider call and whether retrying can help; never the raw error."""
     import litellm
 
     if isinstance(exc, secrets.KeyUnreadable | ProviderRefused | outbound.OutboundRefused):
-        return str(exc)
-    detail = mask(str(getattr(exc, "message", "") or exc).strip())
+        return Failure(str(exc), False)
+    detail = str(getattr(exc, "message", "") or exc)
     status = getattr(exc, "status_code", None)
+    # Checked most specific first: litellm's errors subclass one another (a context-window error
+    # is a bad request, a timeout may carry a 408).
+    checks = (
+        (litellm.ContextWindowExceededError, TOO_LONG),
+        (litellm.ContentPolicyViolationError, CONTENT_REFUSED),
+        (litellm.AuthenticationError, BAD_KEY),
+        (litellm.PermissionDeniedError, NO_ACCESS),
+        (litellm.NotFoundError, UNKNOWN_MODEL),
+        (litellm.RateLimitError, RATE_LIMITED),
+        (litellm.Timeout, TIMED_OUT),
+    )
+    for kind, failure in checks:
+        if isinstance(exc, kind):
+            return failure
     # litellm reports a refused or dropped connection as APIConnectionError or as a 500
     # whose text says "Connection error"; either way the server was not reached.
     if isinstance(exc, litellm.APIConnectionError) or "Connection error" in detail:
-        return f"Could not reach the provider: {detail}"
-    if isinstance(exc, litellm.AuthenticationError):
-        return f"The provider refused the API key (401). {detail}"
-    if isinstance(exc, litellm.RateLimitError):
-        return f"The provider is rate limiting requests (429); wait and retry. {detail}"
-    if isinstance(exc, litellm.NotFoundError):
-        return f"The provider does not know this model (404). {detail}"
-    if isinstance(exc, litellm.ContextWindowExceededError):
-        return f"The prompt is longer than the model's context window. {detail}"
-    if isinstance(exc, litellm.Timeout):
-        return f"The provider did not answer in time. {detail}"
-    if isinstance(exc, litellm.BadRequestError):
-        return f"The provider rejected the request (400). {detail}"
-    if status:
-        return f"The provider answered with an error ({status}). {detail}"
-    return f"The call failed: {detail}"
+        return UNREACHABLE
+    by_status = {401: BAD_KEY, 403: NO_ACCESS, 404: UNKNOWN_MODEL, 408: TIMED_OUT, 429: RATE_LIMITED}
+    if status in by_status:
+        return by_status[status]
+    if isinstance(exc, litellm.BadRequestError) or status in (400, 422):
+        return REJECTED
+    if isinstance(status, int) and status >= 500:
+        return PROVIDER_DOWN
+    return FAILED
+
+
+def plain_error(exc: BaseException) -> str:
+    """Say what went wrong with a provider call in words a person can act on."""
+    return explain(exc).text
 
 
 def complete(target: Target, messages: list[dict], *, timeout: float = 60, **params) -> str:
-    """Return the text of one non-streamed completion."""
+    """Return the text of one non-streamed completion (a text target gets the messages as lines)."""
     import litellm
 
     check(target)
+    if target.text_backend:
+        prompt = "".join(f"{m['content']}\n" for m in messages)
+        response = litellm.text_completion(
+            **_text_request(target, {"prompt": prompt, "timeout": timeout, "num_retries": 0, **params})
+        )
+        return response.choices[0].text or ""
     response = litellm.completion(
         **_request(target, {"messages": messages, "timeout": timeout, "num_retries": 0, **params})
     )
@@ -177,6 +277,37 @@ async def astream(target: Target, messages: list[dict], *, timeout: float = 60, 
             target,
             {
                 "messages": messages,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "timeout": timeout,
+                "num_retries": 0,
+                **params,
+            },
+        )
+    )
+
+
+async def atext_complete(target: Target, prompt: str, *, timeout: float = 60, **params) -> str:
+    """Return the text of one non-streamed text completion, from the event loop."""
+    import litellm
+
+    await acheck(target)
+    response = await litellm.atext_completion(
+        **_text_request(target, {"prompt": prompt, "timeout": timeout, "num_retries": 0, **params})
+    )
+    return response.choices[0].text or ""
+
+
+async def atext_stream(target: Target, prompt: str, *, timeout: float = 60, **params) -> AsyncIterator:
+    """Open a streamed text completion; return the stream of chunks (`choices[0].text`, usage at the end)."""
+    import litellm
+
+    await acheck(target)
+    return await litellm.atext_completion(
+        **_text_request(
+            target,
+            {
+                "prompt": prompt,
                 "stream": True,
                 "stream_options": {"include_usage": True},
                 "timeout": timeout,

@@ -16,6 +16,16 @@ class Connection(models.Model):
         LOCAL = "local", "OpenAI-compatible server (KoboldCpp, llama.cpp, vLLM, LM Studio)"
         OTHER = "other", "Other litellm model"
 
+    class Api(models.TextChoices):
+        CHAT = "chat", "Chat completion (messages)"
+        TEXT = "text", "Text completion (one prompt text)"
+
+    class TextBackend(models.TextChoices):
+        KOBOLDCPP = "koboldcpp", "KoboldCpp"
+        LLAMACPP = "llamacpp", "llama.cpp server"
+        TEXTGEN = "textgen", "text-generation-webui"
+        VLLM = "vllm", "vLLM or another OpenAI /v1/completions server"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="connections")
     name = models.CharField(max_length=200)
     provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.OTHER)
@@ -29,6 +39,24 @@ class Connection(models.Model):
     context_size = models.PositiveIntegerField(
         null=True, blank=True, help_text="Tokens; empty = what litellm knows of the model."
     )
+    # Text completion: the prompt is one text written with an instruct and a context template.
+    api = models.CharField(
+        max_length=8,
+        choices=Api.choices,
+        default=Api.CHAT,
+        help_text="Text completion sends one prompt text to /v1/completions (KoboldCpp, llama.cpp, "
+        "text-generation-webui, vLLM).",
+    )
+    text_backend = models.CharField(
+        max_length=12,
+        choices=TextBackend.choices,
+        default=TextBackend.KOBOLDCPP,
+        help_text="Which server it is: each names its samplers its own way.",
+    )
+    # "bundled:<name>" (orbchat.prompting.formats) or "mine:<id>" (an imported template); "" = none.
+    instruct_template = models.CharField(max_length=220, blank=True, default="bundled:ChatML")
+    context_template = models.CharField(max_length=220, blank=True, default="bundled:ChatML")
+    system_prompt = models.CharField(max_length=220, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -40,6 +68,10 @@ class Connection(models.Model):
     @property
     def has_api_key(self) -> bool:
         return bool(self.api_key_encrypted)
+
+    @property
+    def is_text_completion(self) -> bool:
+        return self.api == self.Api.TEXT
 
 
 class ModelRoles(models.Model):

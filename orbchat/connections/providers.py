@@ -34,6 +34,10 @@ EXTRA_PARAMS = frozenset(
     mirostat_eta num_ctx num_predict keep_alive dynatemp_range dynatemp_exponent smoothing_factor
     dry_multiplier dry_base dry_allowed_length dry_sequence_breakers xtc_threshold xtc_probability
     parallel_tool_calls user
+    rep_pen rep_pen_range rep_pen_slope repeat_penalty repeat_last_n typical tfs_z mirostat_mode
+    smoothing_curve dry_penalty_last_n banned_tokens banned_strings bad_words custom_token_bans
+    sampler_order samplers sampler_priority ban_eos_token ignore_eos temperature_last min_length
+    min_tokens dynamic_temperature dynatemp_low dynatemp_high
     """.split()
 )
 

@@ -43,6 +43,11 @@ def connection_create(
     extra_params: dict | None = None,
     context_size: int | None = None,
     also_utility: bool = False,
+    api: str | None = None,
+    text_backend: str | None = None,
+    instruct_template: str = "bundled:ChatML",
+    context_template: str = "bundled:ChatML",
+    system_prompt: str = "",
 ) -> Connection:
     """Save a connection; the first becomes the Chat model and, with `also_utility`, the Utility one."""
     _validate(owner=owner, provider=provider, model=model, api_base=api_base, extra_params=extra_params)
@@ -55,6 +60,11 @@ def connection_create(
         api_key_encrypted=secrets.encrypt(api_key.strip()),
         extra_params=extra_params or {},
         context_size=context_size,
+        api=api or Connection.Api.CHAT,
+        text_backend=text_backend or Connection.TextBackend.KOBOLDCPP,
+        instruct_template=instruct_template,
+        context_template=context_template,
+        system_prompt=system_prompt,
     )
     roles = _model_roles_locked(owner)
     filled = []
@@ -81,8 +91,16 @@ def connection_update(
     clear_api_key: bool = False,
     extra_params: dict | None = None,
     context_size: int | None = None,
+    api: str | None = None,
+    text_backend: str | None = None,
+    instruct_template: str | None = None,
+    context_template: str | None = None,
+    system_prompt: str | None = None,
 ) -> Connection:
-    """Update a connection; an empty api_key keeps the saved one unless clear_api_key."""
+    """Update a connection; an empty api_key keeps the saved one unless clear_api_key.
+
+    The text-completion settings left None keep what is saved.
+    """
     _validate(
         owner=connection.owner, provider=provider, model=model, api_base=api_base, extra_params=extra_params
     )
@@ -92,6 +110,16 @@ def connection_update(
     connection.api_base = api_base
     connection.extra_params = extra_params or {}
     connection.context_size = context_size
+    text_settings = {
+        "api": api,
+        "text_backend": text_backend,
+        "instruct_template": instruct_template,
+        "context_template": context_template,
+        "system_prompt": system_prompt,
+    }
+    for name, value in text_settings.items():
+        if value is not None:
+            setattr(connection, name, value)
     if clear_api_key:
         connection.api_key_encrypted = ""
     elif api_key.strip():

@@ -85,9 +85,10 @@ def connection_create(request: HttpRequest) -> HttpResponse:
     provider = request.GET.get("provider", Connection.Provider.OTHER)
     api_base = providers.PROVIDERS.get(provider, ("", "", False))[1]
     model = next((m for key, _, m, _ in QUICK_STARTS if key == provider), "")
-    form = ConnectionForm(
-        request.POST or None, initial={"provider": provider, "api_base": api_base, "model": model}
-    )
+    initial = {"provider": provider, "api_base": api_base, "model": model}
+    if request.GET.get("api") == Connection.Api.TEXT:
+        initial["api"] = Connection.Api.TEXT
+    form = ConnectionForm(request.POST or None, initial=initial, user=request.user)
     form.fields.pop("clear_api_key")
     if selectors.model_roles_get(user=request.user).utility_id is not None:
         form.fields.pop("also_utility")
@@ -112,8 +113,13 @@ def connection_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "api_base": connection.api_base,
         "context_size": connection.context_size,
         "extra_params": json.dumps(connection.extra_params) if connection.extra_params else "",
+        "api": connection.api,
+        "text_backend": connection.text_backend,
+        "instruct_template": connection.instruct_template,
+        "context_template": connection.context_template,
+        "system_prompt": connection.system_prompt,
     }
-    form = ConnectionForm(request.POST or None, initial=initial)
+    form = ConnectionForm(request.POST or None, initial=initial, user=request.user)
     form.fields.pop("also_utility")
     if request.method == "POST" and form.is_valid():
         try:

@@ -27,6 +27,10 @@ async def impersonate(room_id: int, user_id: int) -> str:
     """
     turn = await database_sync_to_async(_plan)(room_id)
     try:
+        if turn.text_prompt is not None:
+            return await gateway.atext_complete(
+                turn.target, turn.text_prompt, timeout=stream.PROVIDER_TIMEOUT, **turn.params
+            )
         return await gateway.acomplete(
             turn.target, turn.prompt.messages, timeout=stream.PROVIDER_TIMEOUT, **turn.params
         )

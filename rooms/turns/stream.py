@@ -10,7 +10,6 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from orbchat.connections import gateway
-from orbchat.connections.gateway import plain_error
 from rooms import events, memory_port, services
 from rooms.models import Variant
 from rooms.prompting import TurnPlan
@@ -18,7 +17,10 @@ from rooms.turns import stop
 
 # What every member hears when a reply fails; the host alone hears the provider's reason.
 REPLY_FAILED = "The reply failed."
-STREAM_CUT = "The provider's stream was cut off before the reply finished."
+STREAM_CUT = (
+    "The provider's stream was cut off before the reply finished; what arrived is kept. "
+    "Retry to write it again."
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +90,14 @@ async def notice(room_id: int, text: str, *, retry: bool = False) -> None:
     await events.ato_room(room_id, {"type": "room.notice", "text": text, "retry": retry})
 
 
-async def reply_failed(room_id: int, host_id: int, error: str, *, cut: bool = False) -> None:
-    """Tell the room a reply failed (or was cut off mid-way); only the host hears the provider's why."""
-    await notice(room_id, STREAM_CUT if cut else REPLY_FAILED, retry=True)
+async def reply_failed(
+    room_id: int, host_id: int, error: str, *, cut: bool = False, retry: bool = True
+) -> None:
+    """Tell the room a reply failed (or was cut off mid-way); only the host hears the provider's why.
+
+    Retry is offered only when trying again can help (not for a refused key or an unknown model).
+    """
+    await notice(room_id, STREAM_CUT if cut else REPLY_FAILED, retry=retry or cut)
     if error != STREAM_CUT:
         await events.ato_user(host_id, {"type": "user.notice", "text": f"{REPLY_FAILED} {error}"})
 
@@ -154,6 +161,7 @@ class Reply:
         sender = TokenSender(variant)
         text = variant.text  # "continue" appends to what is there
         state, finish_reason, error = Variant.State.DONE, "", ""
+        retry = True
         usage = {}
         first_token_at = None
         last_save = last_poll = time.monotonic()
@@ -168,9 +176,14 @@ class Reply:
         grace = asyncio.get_running_loop().call_later(REQUEST_GRACE, request_out)
         try:
             try:
-                response = await gateway.astream(
-                    plan.target, plan.prompt.messages, timeout=PROVIDER_TIMEOUT, **plan.params
-                )
+                if plan.text_prompt is not None:
+                    response = await gateway.atext_stream(
+                        plan.target, plan.text_prompt, timeout=PROVIDER_TIMEOUT, **plan.params
+                    )
+                else:
+                    response = await gateway.astream(
+                        plan.target, plan.prompt.messages, timeout=PROVIDER_TIMEOUT, **plan.params
+                    )
             finally:
                 grace.cancel()
                 request_out()
@@ -180,7 +193,7 @@ class Reply:
                 if not chunk.choices:
                     continue
                 choice = chunk.choices[0]
-                delta = choice.delta.content or ""
+                delta = (choice.text if plan.text_prompt is not None else choice.delta.content) or ""
                 if choice.finish_reason:
                     finish_reason = choice.finish_reason
                 if delta:
@@ -204,8 +217,14 @@ class Reply:
             state, finish_reason = Variant.State.STOPPED, "cancelled"
             raise
         except Exception as exc:  # noqa: BLE001 - every provider failure becomes a notice, never a lost message
-            state, error = Variant.State.ERROR, plain_error(exc)
-            log.info("turn in room %s failed: %s", room_id, error)
+            failure = gateway.explain(exc)
+            # Once tokens have arrived, a failure is the stream being cut, whatever litellm calls it.
+            state, error, retry = (
+                Variant.State.ERROR,
+                STREAM_CUT if first_token_at else failure.text,
+                failure.retry,
+            )
+            log.info("turn in room %s failed: %s", room_id, gateway.mask(str(exc)))
         finally:
             await sender.close()
             if recall_log.task is not None:
@@ -222,5 +241,5 @@ class Reply:
                 first_token_at=first_token_at,
             )
             if error:
-                await reply_failed(room_id, plan.host_id, error, cut=first_token_at is not None)
+                await reply_failed(room_id, plan.host_id, error, cut=first_token_at is not None, retry=retry)
         return state

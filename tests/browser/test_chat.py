@@ -114,7 +114,9 @@ def test_a_provider_error_keeps_the_message_and_retry_resends(chat_page, fake_ll
     notice = page.locator("#notice")
     expect(notice).to_be_visible()
     expect(notice).to_contain_text("The reply failed.")
-    expect(page.locator("#site-notices")).to_contain_text("answered with an error (500)")
+    expect(page.locator("#site-notices")).to_contain_text(
+        "The provider had a problem on its side. Retry in a moment."
+    )
     expect(last_message(page)).to_contain_text("Are you there?")
     page.get_by_role("button", name="Retry").click()
     expect(last_message(page)).to_contain_text("Back again.")

@@ -56,7 +56,9 @@ def test_test_connection_explains_a_refused_key(signed_in, owner, fake_llm):
     connection = local_connection(owner, fake_llm)
     fake_llm.script(Reply(status=401))
     response = signed_in.post(reverse("connections:test", args=[connection.pk]), HTTP_HX_REQUEST="true")
-    assert "refused the API key (401)" in response.content.decode()
+    assert (
+        "The provider refused the API key. Check the key in Settings → Models." in response.content.decode()
+    )
 
 
 def test_test_connection_explains_an_unreachable_server(signed_in, owner):

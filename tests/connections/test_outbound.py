@@ -140,6 +140,26 @@ def test_the_check_runs_again_at_the_moment_of_the_call(user, fake_llm, settings
     assert fake_llm.requests == []
 
 
+def test_a_text_completion_call_is_checked_at_its_moment_too_and_its_body_keeps_to_the_list(
+    user, fake_llm, settings
+):
+    settings.OUTBOUND_ALLOW, settings.OUTBOUND_POLICY = "", "open"
+    connection = services.connection_create(
+        owner=user, name="x", provider="local", model="m", api_base=fake_llm.base_url, api="text"
+    )
+    target = gateway.target_for(connection)
+    fake_llm.script(Reply("fine"))
+    text = gateway.complete(
+        target, [{"role": "user", "content": "Hi"}], extra_body={"top_k": 5, "api_base": "http://evil/"}
+    )
+    assert text == "fine" and fake_llm.completions()[-1].body["top_k"] == 5
+    assert "api_base" not in fake_llm.completions()[-1].body
+    settings.OUTBOUND_POLICY = "auto"  # two accounts: public-only
+    worked, message = gateway.test_connection(connection)
+    assert not worked and "does not call private or local addresses" in message
+    assert len(fake_llm.completions()) == 1
+
+
 def test_an_administrator_may_call_a_local_server(owner, user, fake_llm, no_allow_list):
     connection = services.connection_create(
         owner=owner, name="Kobold", provider="local", model="m", api_base=fake_llm.base_url
@@ -187,7 +207,7 @@ def test_a_provider_error_reaches_the_person_masked_and_without_a_traceback(owne
     )
     fake_llm.script(Reply(status=401, error_message="Incorrect API key provided: sk-proj-abcd1234efgh5678."))
     worked, message = gateway.test_connection(connection)
-    assert not worked and "refused the API key (401)" in message
+    assert not worked and message == "The provider refused the API key. Check the key in Settings → Models."
     assert "sk-proj" not in message and "abcd1234" not in message
     assert "Traceback" not in message and 'File "' not in message
 

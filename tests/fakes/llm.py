@@ -1,4 +1,8 @@
-"""A fake LLM provider: a real local HTTP server speaking OpenAI's chat-completions wire format.
+"""A fake LLM provider: a real local HTTP server speaking OpenAI's wire format.
+
+It answers chat completions (`/v1/chat/completions`) and text completions (`/v1/completions`,
+as KoboldCpp, llama.cpp's server, text-generation-webui and vLLM serve them), streamed or not;
+`completions()` returns what each text-completion request sent: its prompt and its samplers.
 
 Run on its own (`python -m tests.fakes.llm --port 5055`), it also takes replies to queue at
 POST /_script ({"replies": [{"text": …, "token_delay": …}]}) and reports what arrived, with
@@ -97,6 +101,11 @@ class FakeLLM:
         with self._lock:
             return self._script.popleft() if self._script else self.default
 
+    def completions(self) -> list[Received]:
+        """The text-completion requests received, oldest first."""
+        with self._lock:
+            return [r for r in self.requests if r.path.split("?")[0].rstrip("/").endswith("/v1/completions")]
+
     def record(self, received: Received) -> None:
         with self._lock:
             self.requests.append(received)
@@ -174,7 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._embeddings(body)
             return
-        if not route.endswith("/chat/completions"):
+        text = route.endswith("/v1/completions")
+        if not (text or route.endswith("/chat/completions")):
             self._json(404, {"error": {"message": f"No route {self.path}", "type": "not_found"}})
             return
         reply = fake.next_reply()
@@ -186,9 +196,9 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.first_token_delay:
             time.sleep(reply.first_token_delay)
         if body.get("stream"):
-            self._stream(body, reply)
+            self._stream(body, reply, text=text)
         else:
-            self._complete(body, reply)
+            self._complete(body, reply, text=text)
 
     def _rerank(self, body: dict) -> None:
         """Score documents by shared words with the query (Cohere's response shape)."""
@@ -228,16 +238,31 @@ class _Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _usage(body: dict, completion_tokens: int) -> dict:
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        prompt_tokens += len(str(body.get("prompt", "")).split())
         return {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
 
-    def _complete(self, body: dict, reply: Reply) -> None:
+    def _complete(self, body: dict, reply: Reply, *, text: bool = False) -> None:
         tokens = reply.tokens()
         if reply.token_delay:
             time.sleep(reply.token_delay * len(tokens))
+        if text:
+            choice = {"index": 0, "text": reply.text, "logprobs": None, "finish_reason": reply.finish_reason}
+            self._json(
+                200,
+                {
+                    "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+                    "object": "text_completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "fake-model"),
+                    "choices": [choice],
+                    "usage": self._usage(body, len(tokens)),
+                },
+            )
+            return
         self._json(
             200,
             {
@@ -256,7 +281,7 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def _stream(self, body: dict, reply: Reply) -> None:
+    def _stream(self, body: dict, reply: Reply, *, text: bool = False) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -266,12 +291,21 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "fake-model")
 
         def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> None:
+            if text:
+                choice = {
+                    "index": 0,
+                    "text": delta.get("content", ""),
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            else:
+                choice = {"index": 0, "delta": delta, "finish_reason": finish}
             payload = {
                 "id": ident,
-                "object": "chat.completion.chunk",
+                "object": "text_completion" if text else "chat.completion.chunk",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                "choices": [choice],
             }
             if usage is not None:
                 payload["usage"] = usage

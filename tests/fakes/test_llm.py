@@ -78,3 +78,34 @@ def test_scripted_replies_run_in_order_then_the_default(fake_llm):
     fake_llm.script(Reply("first"), Reply("second"))
     texts = [call(fake_llm).choices[0].message.content for _ in range(3)]
     assert texts == ["first", "second", "OK."]
+
+
+def _text_call(fake_llm, **params):
+    return litellm.text_completion(
+        model="text-completion-openai/fake-model",
+        api_base=fake_llm.base_url,
+        api_key="no-key",
+        prompt="<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+        max_tokens=20,
+        **params,
+    )
+
+
+def test_text_completion_reply_records_the_prompt_and_samplers(fake_llm):
+    fake_llm.script(Reply("Hello there."))
+    response = _text_call(fake_llm, temperature=0.5, extra_body={"top_k": 40, "dry_multiplier": 0.8})
+    assert response.choices[0].text == "Hello there."
+    (request,) = fake_llm.completions()
+    assert request.body["prompt"].startswith("<|im_start|>user\nHi")
+    assert (request.body["temperature"], request.body["top_k"], request.body["dry_multiplier"]) == (
+        0.5,
+        40,
+        0.8,
+    )
+
+
+def test_text_completion_streams_token_by_token(fake_llm):
+    fake_llm.script(Reply("one two three"))
+    chunks = [c.choices[0].text for c in _text_call(fake_llm, stream=True) if c.choices and c.choices[0].text]
+    assert chunks == ["one", " two", " three"]
+    assert fake_llm.completions()[0].body["stream"] is True
