@@ -360,6 +360,7 @@ def prompt_input_for(
             depth=a.entry.depth,
             role=a.entry.role,
             order=a.entry.order,
+            constant=a.entry.constant,
         )
         for a in activation.activated
     ]
@@ -388,5 +389,6 @@ def prompt_input_for(
         mode=mode,
         group_nudge=group_nudge(speaker=seat, seats=seats, own_cards=options.own_cards),
         count_tokens=count,
+        cache_friendly=True,
     )
     return prompt_input, samplers, activation
