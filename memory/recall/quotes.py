@@ -27,6 +27,7 @@ MAX_QUOTES = 4
 MAX_QUOTE_WORDS = 60  # a quote is a sentence and its neighbours, not a transcript
 RRF_K = 60  # reciprocal rank fusion's constant (the usual one)
 CANDIDATES = 24  # per route, before fusion
+NEWEST_FIRST = 0.5  # the weight of an earlier message's words in the query, the newest's being 1
 K1 = 1.2
 B = 0.75
 HEADING = "Quotes from the past (what a character said then may have been a plan, a belief or a lie):"
@@ -113,16 +114,18 @@ class Lexicon:
         df = self.df.get(term, 0)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def scores(self, query: str, allowed: Callable[[int], bool]) -> dict[int, tuple[float, tuple[str, ...]]]:
-        """BM25 of every allowed message sharing a query term: seq -> (score, matched terms)."""
+    def scores(
+        self, query: Mapping[str, float], allowed: Callable[[int], bool]
+    ) -> dict[int, tuple[float, tuple[str, ...]]]:
+        """BM25 of every allowed message sharing a query term (term -> its weight in the query):
+        seq -> (score, matched terms)."""
         n = len(self.docs)
         if not n:
             return {}
         average = self.total_length / n or 1.0
-        wanted = list(dict.fromkeys(terms(query)))
         result: dict[int, list] = {}
-        for term in wanted:
-            weight = self.idf(term)
+        for term, boost in query.items():
+            weight = self.idf(term) * boost
             for seq in self.postings.get(term, ()):
                 if not allowed(seq):
                     continue
@@ -185,11 +188,23 @@ class Found:
     rejected: list[Quote] = field(default_factory=list)
 
 
+def query_terms(texts: Sequence[str], ignore: frozenset[str] = frozenset()) -> dict[str, float]:
+    """The query's terms with their weights: the newest message's count fully, earlier ones half
+    (as the query's vector leans on the message just sent)."""
+    weights: dict[str, float] = {}
+    for position, text in enumerate(texts):
+        weight = 1.0 if position == len(texts) - 1 else NEWEST_FIRST
+        for term in terms(text):
+            if term not in ignore:
+                weights[term] = max(weights.get(term, 0.0), weight)
+    return weights
+
+
 def find(
     turns: Mapping[int, Turn],
     lexicon: Lexicon,
     *,
-    query: str,
+    query: Sequence[str],
     cosines: Mapping[int, float],
     floor: float,
     count: int,
@@ -199,8 +214,9 @@ def find(
 ) -> Found:
     """Pick up to `count` quotes for `query` among the allowed messages.
 
-    `cosines`: the meaning route's candidates (seq -> cosine); `ignore`: words that tell nothing
-    apart (the room's people's names); `skip`: message ranges already told word for word.
+    `query`: the recent messages, newest last; `cosines`: the meaning route's candidates
+    (seq -> cosine); `ignore`: words that tell nothing apart (the room's people's names);
+    `skip`: message ranges already told word for word.
     """
     found = Found()
     if count <= 0 or not turns:
@@ -209,8 +225,8 @@ def find(
     def usable(seq: int) -> bool:
         return seq in turns and allowed(seq) and not any(a <= seq <= b for a, b in skip)
 
-    query_for_words = " ".join(term for term in terms(query) if term not in ignore)
-    lexical = lexicon.scores(query_for_words, usable)
+    weights = query_terms(query, ignore)
+    lexical = lexicon.scores(weights, usable)
     by_words = sorted(lexical, key=lambda seq: (-lexical[seq][0], -seq))[:CANDIDATES]
     by_meaning = sorted(
         (seq for seq, cosine in cosines.items() if usable(seq) and cosine >= floor),
@@ -220,14 +236,14 @@ def find(
     for ranked in (by_words, by_meaning):
         for rank, seq in enumerate(ranked):
             fused[seq] = fused.get(seq, 0.0) + 1.0 / (RRF_K + rank + 1)
-    query_terms = set(terms(query_for_words))
+    wanted = {term for term, weight in weights.items() if weight == 1.0} or set(weights)
     ranked = sorted(fused, key=lambda seq: (-fused[seq], -seq))
     for position, seq in enumerate(ranked):
         turn = turns[seq]
         in_words, in_meaning = seq in lexical, seq in by_meaning
         quote = Quote(
             turn=turn,
-            text=cut(turn.text, query_terms, lexicon.idf) if position < count else "",
+            text=cut(turn.text, wanted, lexicon.idf) if position < count else "",
             score=fused[seq],
             bm25=lexical[seq][0] if in_words else 0.0,
             cosine=cosines.get(seq),

@@ -465,7 +465,7 @@ def _quotes(
     found = quoting.find(
         turns,
         lexicon,
-        query="\n".join(texts),
+        query=texts,
         cosines=cosines,
         floor=tuning.score_floor,
         count=tuning.quotes,

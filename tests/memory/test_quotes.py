@@ -38,7 +38,7 @@ def test_a_rare_word_finds_the_message_that_said_it_and_the_quote_is_cut_around_
     found = find(
         turns,
         lexicon,
-        query="Where is the brass key now?",
+        query=["Where is the brass key now?"],
         cosines={},
         floor=0.35,
         count=4,
@@ -56,7 +56,7 @@ def test_a_paraphrase_is_found_by_meaning_when_no_word_is_shared():
     found = find(
         turns,
         lexicon,
-        query="who got the thing that opens the door?",
+        query=["who got the thing that opens the door?"],
         cosines={7: 0.62, 3: 0.2},
         floor=0.35,
         count=2,
@@ -70,7 +70,13 @@ def test_a_paraphrase_is_found_by_meaning_when_no_word_is_shared():
 def test_messages_still_in_the_prompt_are_never_quoted():
     turns, lexicon = chat()
     found = find(
-        turns, lexicon, query="the brass key", cosines={7: 0.9}, floor=0.35, count=4, allowed=lambda s: s > 10
+        turns,
+        lexicon,
+        query=["the brass key"],
+        cosines={7: 0.9},
+        floor=0.35,
+        count=4,
+        allowed=lambda s: s > 10,
     )
     assert 7 not in [q.turn.seq for q in found.kept + found.rejected]
 
@@ -78,11 +84,11 @@ def test_messages_still_in_the_prompt_are_never_quoted():
 def test_the_count_limits_the_quotes_and_zero_turns_them_off():
     turns, lexicon = chat()
     many = find(
-        turns, lexicon, query="gulls harbour tide", cosines={}, floor=0.35, count=4, allowed=lambda s: True
+        turns, lexicon, query=["gulls harbour tide"], cosines={}, floor=0.35, count=4, allowed=lambda s: True
     )
     assert len(many.kept) == 4
     assert (
-        find(turns, lexicon, query="gulls", cosines={}, floor=0.35, count=0, allowed=lambda s: True).kept
+        find(turns, lexicon, query=["gulls"], cosines={}, floor=0.35, count=0, allowed=lambda s: True).kept
         == []
     )
 
@@ -92,7 +98,7 @@ def test_the_names_of_the_people_in_the_room_find_nothing_by_themselves():
     found = find(
         turns,
         lexicon,
-        query="Maren?",
+        query=["Maren?"],
         cosines={},
         floor=0.35,
         count=4,
@@ -122,7 +128,7 @@ def test_a_short_message_is_quoted_whole():
 
 def test_quotes_are_labelled_with_who_and_when_under_the_caveat():
     turns, lexicon = chat()
-    found = find(turns, lexicon, query="brass key", cosines={}, floor=0.35, count=1, allowed=lambda s: True)
+    found = find(turns, lexicon, query=["brass key"], cosines={}, floor=0.35, count=1, allowed=lambda s: True)
     text = quotes_text(found.kept)
     assert text.splitlines()[0] == quotes.HEADING
     assert "may have been a plan, a belief or a lie" in text
@@ -132,7 +138,7 @@ def test_quotes_are_labelled_with_who_and_when_under_the_caveat():
 def test_quotes_fit_in_what_the_budget_leaves_best_first():
     turns, lexicon = chat()
     found = find(
-        turns, lexicon, query="brass key gulls", cosines={}, floor=0.35, count=4, allowed=lambda s: True
+        turns, lexicon, query=["brass key gulls"], cosines={}, floor=0.35, count=4, allowed=lambda s: True
     )
     words = lambda text: len(text.split())  # noqa: E731
     budget = words(quotes.HEADING) + words(found.kept[0].line) + 1
@@ -144,5 +150,5 @@ def test_quotes_fit_in_what_the_budget_leaves_best_first():
 def test_a_removed_message_leaves_the_statistics():
     turns, lexicon = room({1: ("Ada", "The brass key."), 2: ("Maren", "A brass bell.")})
     lexicon.remove(1)
-    assert set(lexicon.scores("key", lambda s: True)) == set()
-    assert set(lexicon.scores("brass", lambda s: True)) == {2}
+    assert set(lexicon.scores({"key": 1.0}, lambda s: True)) == set()
+    assert set(lexicon.scores({"brass": 1.0}, lambda s: True)) == {2}
