@@ -27,7 +27,7 @@ MAX_QUOTES = 4
 MAX_QUOTE_WORDS = 60  # a quote is a sentence and its neighbours, not a transcript
 RRF_K = 60  # reciprocal rank fusion's constant (the usual one)
 CANDIDATES = 24  # per route, before fusion
-NEWEST_FIRST = 0.5  # the weight of an earlier message's words in the query, the newest's being 1
+NEWEST_FIRST = 0.25  # the weight of an earlier message's words in the query, the newest's being 1
 K1 = 1.2
 B = 0.75
 HEADING = "Quotes from the past (what a character said then may have been a plan, a belief or a lie):"
@@ -189,7 +189,7 @@ class Found:
 
 
 def query_terms(texts: Sequence[str], ignore: frozenset[str] = frozenset()) -> dict[str, float]:
-    """The query's terms with their weights: the newest message's count fully, earlier ones half
+    """The query's terms with their weights: the newest message's count fully, earlier ones a quarter
     (as the query's vector leans on the message just sent)."""
     weights: dict[str, float] = {}
     for position, text in enumerate(texts):

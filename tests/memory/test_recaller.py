@@ -254,29 +254,6 @@ def test_memory_recall_command_names_a_missing_room_or_speaker(long_room):
         call_command("memory_recall", str(long_room.pk), "--message", "hi", "--speaker", "Nobody")
 
 
-def test_a_planted_fact_comes_back_as_a_quote_with_who_and_when(long_room):
-    plan = ask(long_room, "Where is the silver astrolabe now?")
-    quotes = plan.recall.quotes
-    assert PLANT_AT in [q.turn.seq for q in quotes]
-    quote = next(q for q in quotes if q.turn.seq == PLANT_AT)
-    assert PLANTED in quote.text
-    assert "astrolabe" in quote.matched
-    section = memory_section(plan)
-    assert (
-        "Quotes from the past (what a character said then may have been a plan, a belief or a lie):"
-        in section
-    )
-    assert f"{quote.turn.speaker}, " in section and f'message {PLANT_AT}] "' in section
-    # The summaries come first in the section, the quotes after them.
-    assert section.index("Quotes from the past") > section.index("Past events:")
-    first_live = plan.prompt.history_kept[0]
-    assert all(q.turn.seq < first_live for q in quotes)
-    preview = plan.preview()
-    assert any(f"message {PLANT_AT}" in q["label"] and "astrolabe" in q["why"] for q in preview["quotes"])
-    detail = plan.recall.detail()
-    assert detail["quotes"][0]["found_by"] in ("words", "meaning", "words and meaning")
-
-
 def test_quotes_follow_the_tuning_count_and_switch(long_room):
     tune(quotes=1)
     assert len(ask(long_room, "Where is the silver astrolabe now?").recall.quotes) == 1
