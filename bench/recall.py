@@ -55,6 +55,8 @@ MEMORY_SYSTEMS = {
     "semantic_observation": ("observation", {"mode": "semantic"}),
     "nokeyword_observation": ("observation", {"keyword_match": False}),
     "tier0_observation": ("observation", {"max_tier": 0}),
+    "noquotes_observation": ("observation", {"quotes_on": False}),
+    "noquotes_extractive": ("extractive", {"quotes_on": False}),
 }
 BASELINES = ("bm25_turns", "dense_turns", "dense_chunk8", "recency")
 SYSTEMS = (*MEMORY_SYSTEMS, *BASELINES)
@@ -386,6 +388,7 @@ class Bench:
         return {
             "systems": {name: _summary(records[name]) for name in SYSTEMS},
             "n_questions": len(records[DEFAULT]),
+            "default": DEFAULT,
         }
 
     def _ask(self, conversation, questions, seqs, rooms, variants, budget, records) -> None:
@@ -427,6 +430,7 @@ class Bench:
                 if name == DEFAULT:
                     words = count
                 ranges = [(s.item.seq_from, s.item.seq_to) for s in outcome.kept]
+                ranges += [(q.turn.seq, q.turn.seq) for q in getattr(outcome, "quotes", ())]
                 records[name].append(
                     _record(qa, outcome.text, locomo.evidence_coverage(evidence, ranges), count, ms)
                 )

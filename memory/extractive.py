@@ -2,9 +2,13 @@
 
 `summarise` turns a block of messages into a `Draft` without any model: the heading names the
 speakers, the scene and the dates; the facts are the block's most informative sentences (rare
-terms weighted by idf, names and numbers favoured, small talk dropped), kept in the order they
-were said; the keywords are the names, rare terms and quantities that best set the block apart.
-`roll_up` merges several drafts into a broader one that keeps something from each part.
+terms weighted by idf — the chat's own when given —, names and numbers favoured, terms the chat
+says here for the first time favoured, small talk dropped), kept in the order they were said and
+with what they depend on: a sentence opening with a pronoun or "that"/"so" keeps the one before
+it, a question keeps its answer and an answer its question, and direct speech is kept whole. The
+keywords are the block's distinctive names, places and objects: proper nouns, quantities and
+nouns rare in the chat, never common words. `roll_up` merges several drafts into a broader one
+that keeps something from each part, its keywords the children's.
 
 Pure and defensive: standard library only, no I/O, and odd input (empty, emoji, a huge message,
 scripts without spaces or capitals) gives a usable draft rather than an exception.
@@ -23,6 +27,7 @@ from memory.drafts import MAX_FACT, MAX_FACTS, MAX_KEYWORDS, MONTHS, Draft, Line
 
 __all__ = [
     "EMPTY_HEADING",
+    "ChatStats",
     "heading_parts",
     "idf_table",
     "proper_names",
@@ -130,6 +135,8 @@ _END_RE = re.compile(
 _NEXT_CHAR_RE = re.compile(r"\s*[\"'“‘«(\[]*(\S)")
 _OPENERS = frozenset("\"'“‘«([:—–-")
 _SPACE_RE = re.compile(r"\s+")
+_NAMED_RE = re.compile(r"(?:^|(?<=\s))(['‘\"“])(\w[\w'-]*(?: \w[\w'-]*)?)['’\"”](?=[\s.,;:!?]|$)")
+_SPEECH_RE = re.compile(r'"[^"\n]+"|“[^”\n]+”')
 _QUANTITY_RE = re.compile(
     r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:" + "|".join(MONTH_NAMES) + r")\b"
     r"|\b(?:" + "|".join(MONTH_NAMES) + r")\s+\d{1,2}(?:st|nd|rd|th)?\b"
@@ -155,8 +162,19 @@ QUESTION_FACTOR = 0.8  # a question rarely states a fact
 REDUNDANT = 0.6  # term overlap (Jaccard) above which a second sentence adds little
 FACT_TERM_BONUS = 1.0  # keywords should point at the facts that were kept
 KEYWORD_NAME_BONUS = 1.5  # a name is what a scene is most often recalled by
-NOT_NOUN_FACTOR = 0.6  # a term never seen after "the", "a", "his"... is rarely what a scene is remembered by
 SPEAKER_FACTOR = 0.5  # speakers are in the heading already, so they are the least distinctive names
+NOVEL_BONUS = 0.5  # per term the chat says here for the first time, up to MAX_BONUS_ITEMS of them
+COMMON_SHARE = 0.02  # a noun in more than this share of the chat's messages is no keyword
+MIN_CHAT = 50  # messages the chat's own statistics need before they decide what is common
+# Prepositions the stopword list does not hold: a noun phrase ends before them ("the vault beneath").
+PHRASE_BREAKS = frozenset(
+    "beneath underneath beyond atop amid amidst despite except past across along inside outside".split()
+)
+# A sentence opening with one of these leans on the one before it ("It was the priest who took it").
+# Not "he", "she", "they": in roleplay narration they are mostly the speaker ("*She smiles.*").
+DEPENDENT_OPENERS = frozenset(
+    "it its it's this that these those there then so which yes no yeah nope".split()
+)
 
 
 @dataclass(slots=True)
@@ -199,14 +217,24 @@ def _is_boundary(segment: str, match: re.Match[str]) -> bool:
     return not (len(word) == 1 and word.isupper())  # an initial, as in "J. Smith"
 
 
+def _speech(segment: str) -> list[tuple[int, int]]:
+    """The spans of direct speech short enough to keep whole (one fact's length at most)."""
+    return [(m.start(), m.end()) for m in _SPEECH_RE.finditer(segment) if m.end() - m.start() <= MAX_FACT]
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split a message into sentences, treating *actions* and line breaks as their own sentences."""
+    """Split a message into sentences, treating *actions* and line breaks as their own sentences.
+
+    Direct speech ("…" or “…”) up to a fact's length stays one sentence, whatever it holds."""
     if not isinstance(text, str):
         return []
     sentences = []
     for segment in _SEGMENT_RE.split(_OOC_RE.sub(" ", text)):
         start = 0
+        speech = _speech(segment) if '"' in segment or "“" in segment else []
         for match in _END_RE.finditer(segment):
+            if any(a < match.end() < b for a, b in speech):
+                continue  # inside a short quoted speech: it is kept whole
             if _is_boundary(segment, match):
                 sentences.append(segment[start : match.end()])
                 start = match.end()
@@ -297,18 +325,27 @@ def _analyse(text: str, order: int, speaker: str, speakers: frozenset[str]) -> _
     nounish = set()
     weight = 0
     # After "the", "a", "his"... (maybe with one word between) a term is probably a noun.
-    after_determiner = 0
+    # The last content word of a run after "the", "a", "his"... is its head noun ("a sharp knife":
+    # knife, not sharp).
+    phrase: list[str] = []
+    in_phrase = False
     for word in words:
         if word.content:
             content.append(word.term)
             if word.term not in speakers:
                 weight += word.units
-            if after_determiner:
-                nounish.add(word.term)
-        if word.determiner:
-            after_determiner = 2
-        elif after_determiner:
-            after_determiner -= 1
+            if in_phrase and not word.name_like and not _breaks_phrase(word.term):
+                phrase.append(word.term)
+                if len(phrase) == 3:
+                    nounish.add(phrase[-1])
+                    phrase, in_phrase = [], False
+                continue
+        if phrase:
+            nounish.add(phrase[-1])
+        phrase = []
+        in_phrase = word.determiner
+    if phrase:
+        nounish.add(phrase[-1])
     sentence = _Sentence(order=order, speaker=speaker, text=text, terms=content, weight=weight)
     sentence.nounish = nounish
     # Every quantity and date the pattern knows has a digit in it.
@@ -331,12 +368,22 @@ def _analyse(text: str, order: int, speaker: str, speakers: frozenset[str]) -> _
             # Opening the sentence, or a quote or a clause after a colon or dash: maybe not a name.
             opening = index == 0 or gap.rstrip()[-1:] in _OPENERS
             runs.append(([word.bare], opening, index))
+    # A word or two set in quotes ("the password is 'gannet'") names a thing, capitalised or not.
+    for match in _NAMED_RE.finditer(text):
+        named = match.group(2)
+        if len(named.split()) <= 2 and _is_content(_term(named.split()[-1])):
+            sentence.names.append(named)
     for run, initial, first in runs:
         phrase = " ".join(run)
         sentence.names.append("\0" + phrase if initial else phrase)  # initial ones are resolved later
         if _place_like(words, run, first):
             sentence.places.append(phrase)
     return sentence
+
+
+def _breaks_phrase(term: str) -> bool:
+    """A word that cannot be inside a noun phrase: a preposition, an adverb."""
+    return term in PHRASE_BREAKS or (term.endswith("ly") and len(term) > 4)
 
 
 def _place_like(words: list[_Word], run: list[str], first: int) -> bool:
@@ -408,7 +455,7 @@ def _heading(who: Sequence[str], settings: Sequence[str], when: str, pov: str | 
     return f"As {pov} saw it: {heading}" if pov else heading
 
 
-def _score(unique: set[str], idf: Mapping[str, float], default: float, bonus_items: int) -> float:
+def _score(unique: set[str], idf: Mapping[str, float] | ChatStats, default: float, bonus_items: int) -> float:
     if not unique:
         return 0.0
     # Sum over terms, damped by sqrt(length) so a long sentence is not favoured for length alone.
@@ -453,13 +500,53 @@ def _usable_idf(idf: object) -> dict[str, float]:
     return table
 
 
+class ChatStats:
+    """A chat's own term statistics over its messages: how many say each term, and where it was
+    first said. Fed message by message (`add`), in any order."""
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.df: Counter[str] = Counter()
+        self.first_seen: dict[str, int] = {}
+
+    def add(self, seq: int, text: str) -> None:
+        self.messages += 1
+        for term in set(terms(text[:MAX_MESSAGE] if isinstance(text, str) else "")):
+            self.df[term] += 1
+            if seq < self.first_seen.get(term, seq + 1):
+                self.first_seen[term] = seq
+
+    def get(self, term: str, default: float) -> float:
+        """The term's idf over the chat's messages (`default` for a term it never said)."""
+        df = self.df.get(term)
+        return math.log((self.messages + 1) / (df + 0.5)) if df else default
+
+    @property
+    def rare(self) -> float:
+        return math.log((self.messages + 1) / 0.5)
+
+    def common(self, term: str) -> bool:
+        """Said in too many of the chat's messages to set a stretch apart (once the chat is long enough)."""
+        return self.messages >= MIN_CHAT and self.df.get(term, 0) > COMMON_SHARE * self.messages
+
+    def novel(self, term: str, start: int) -> bool:
+        """First said at message `start` or later."""
+        return self.first_seen.get(term, start) >= start
+
+
 def summarise(
-    lines: list[Line], *, setting: str = "", pov: str | None = None, idf: dict[str, float] | None = None
+    lines: list[Line],
+    *,
+    setting: str = "",
+    pov: str | None = None,
+    idf: dict[str, float] | None = None,
+    stats: ChatStats | None = None,
 ) -> Draft:
     """Summarise a block of messages without a model.
 
     `setting` is a short place or scene to name in the heading (else the most mentioned
-    capitalised place, else none); `pov` makes the heading say whose memory this is; `idf` maps
+    capitalised place, else none); `pov` makes the heading say whose memory this is; `stats`
+    are the chat's own statistics (rarity, first mentions, common words), else `idf` maps
     casefolded terms (as `terms` gives them) to their idf over a wider corpus, else the block's
     own sentences are the corpus.
     """
@@ -492,10 +579,18 @@ def summarise(
             heading += f" — {when}"
         return clip(Draft(heading=heading, keywords=list(speakers)))
 
-    table = _usable_idf(idf)
-    if not table:
-        table = _local_idf([sentence.terms for sentence in sentences])
-    default = max(table.values(), default=1.0)
+    start = min((line.seq for line in lines), default=0)
+    novel: set[str] = set()
+    common: frozenset[str] = frozenset()
+    if stats is not None and stats.messages:
+        table: Mapping[str, float] | ChatStats = stats
+        default = stats.rare
+        said = {term for sentence in sentences for term in sentence.terms}
+        novel = {term for term in said if stats.novel(term, start)}
+        common = frozenset(term for term in said if stats.common(term))
+    else:
+        table = _usable_idf(idf) or _local_idf([sentence.terms for sentence in sentences])
+        default = max(table.values(), default=1.0)
 
     candidates: list[tuple[float, int, set[str]]] = []
     for index, sentence in enumerate(sentences):
@@ -503,6 +598,7 @@ def summarise(
         if sentence.weight < 2:
             continue  # greetings, thanks, "Hmm.", a bare action: nothing to remember
         score = _score(unique, table, default, len(set(sentence.names)) + len(sentence.quantities))
+        score += NOVEL_BONUS * min(MAX_BONUS_ITEMS, len(unique & novel))
         if sentence.text.rstrip(_CLOSERS).endswith("?"):
             score *= QUESTION_FACTOR
         if len(sentence.text) > MAX_FACT:
@@ -510,13 +606,72 @@ def summarise(
         sentence.score = score
         candidates.append((score, index, unique))
     picked = sorted(candidates[index][1] for index in _pick(candidates, MAX_FACTS))
-    facts = [_fact(sentences[index]) for index in picked]
-    keywords = _keywords(sentences, table, default, [sentences[index] for index in picked], speakers)
+    groups = _with_dependencies(sentences, picked)
+    facts = [_facts(sentences, group) for group in groups]
+    kept = [sentences[index] for group in groups for index in group]
+    keywords = _keywords(sentences, table, default, kept, speakers, common)
     return clip(Draft(heading=_heading(speakers, settings, when, pov), facts=facts, keywords=keywords))
 
 
 def _fact(sentence: _Sentence) -> str:
     return f"{sentence.speaker}: {sentence.text}" if sentence.speaker else sentence.text
+
+
+def _is_question(sentence: _Sentence) -> bool:
+    return sentence.text.rstrip(_CLOSERS).endswith("?")
+
+
+def _leans_back(sentence: _Sentence) -> bool:
+    first = _WORD_RE.match(sentence.text)
+    return bool(first) and _term(first.group(2)) in DEPENDENT_OPENERS
+
+
+def _with_dependencies(sentences: list[_Sentence], picked: list[int]) -> list[list[int]]:
+    """Group each picked sentence with what it depends on, in order, each sentence once.
+
+    A sentence opening with "it", "that", "so"... takes the one before it; a question takes the
+    next sentence when someone else says it (its answer); an answer takes its question.
+    """
+    groups: list[list[int]] = []
+    used: set[int] = set()
+    for index in picked:
+        group = [index]
+        before = index - 1
+        if (
+            before >= 0
+            and sentences[before].weight >= 2
+            and (
+                _leans_back(sentences[index])
+                or (_is_question(sentences[before]) and sentences[before].speaker != sentences[index].speaker)
+            )
+        ):
+            group.insert(0, before)
+        after = index + 1
+        if (
+            _is_question(sentences[index])
+            and after < len(sentences)
+            and sentences[after].speaker != sentences[index].speaker
+        ):
+            group.append(after)
+        group = [i for i in group if i not in used]
+        if group:
+            groups.append(group)
+            used.update(group)
+    return groups
+
+
+def _facts(sentences: list[_Sentence], group: list[int]) -> str:
+    """One fact from sentences said one after another: the speaker named when it changes."""
+    parts: list[str] = []
+    speaker = None
+    for index in group:
+        sentence = sentences[index]
+        if sentence.speaker != speaker:
+            parts.append(_fact(sentence))
+            speaker = sentence.speaker
+        else:
+            parts.append(sentence.text)
+    return " ".join(parts)
 
 
 def _main_place(sentences: list[_Sentence], speakers: list[str], pov: str | None) -> list[str]:
@@ -538,12 +693,16 @@ def _main_place(sentences: list[_Sentence], speakers: list[str], pov: str | None
 
 def _keywords(
     sentences: list[_Sentence],
-    idf: Mapping[str, float],
+    idf: Mapping[str, float] | ChatStats,
     default: float,
     facts: list[_Sentence],
     speakers: list[str],
+    common: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Return the block's most distinctive names, terms and quantities, best first."""
+    """Return the block's most distinctive names, nouns and quantities, best first.
+
+    Plain words are keywords only when they are nouns (seen heading a phrase after "the", "a",
+    "his"...) and not among the chat's `common` words."""
     fact_terms = {term for sentence in facts for term in sentence.terms}
     fact_names = {name.casefold() for sentence in facts for name in sentence.names}
     fact_orders = {sentence.order for sentence in facts}
@@ -568,10 +727,10 @@ def _keywords(
         if len(term) > 8 and not term.isascii() and _CJK_RE.search(term):
             continue  # a whole clause, not a keyword
         score = idf.get(term, default) * (1 + math.log(count))
+        if term not in nounish or term in common:
+            continue  # verbs, adjectives and the chat's everyday nouns tell no stretch apart
         if term in fact_terms:
             score += FACT_TERM_BONUS
-        if term not in nounish:
-            score *= NOT_NOUN_FACTOR
         offer(term, term, score)
 
     speaker_keys = {speaker.casefold() for speaker in speakers}

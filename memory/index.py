@@ -1,4 +1,5 @@
-"""The vector index: summaries in `memories`, transcript chunks in `scenes`, on the Chroma server.
+"""The vector index: summaries in `memories`, transcript chunks in `scenes` and single messages
+in `turns` (what quotes are found by), on the Chroma server.
 
 Each host's vectors live in one *generation* (`VectorIndex`) per embedding model; ids are
 deterministic, so indexing again replaces and never duplicates. Every vector carries room, host,
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 
 from memory import vectorstore
+from memory.drafts import Line
 from memory.models import Scene, Summary, VectorIndex
 
 BATCH = 64
@@ -35,6 +37,10 @@ def memory_id(summary: Summary) -> str:
 
 def scene_id(room_id: int, block: int) -> str:
     return f"s:{room_id}:{block}"
+
+
+def turn_id(room_id: int, seq: int) -> str:
+    return f"t:{room_id}:{seq}"
 
 
 def _stamp(value) -> int:
@@ -94,6 +100,42 @@ def upsert_scenes(
     )
 
 
+def upsert_turns(
+    generation: VectorIndex, lines: list[tuple[int, int, Line]], vectors: list[list[float]]
+) -> None:
+    """Store single messages (room id, block, line) with their vectors: a scene's messages one by one."""
+    if not lines:
+        return
+    _collection(generation, "turns").upsert(
+        ids=[turn_id(room_id, line.seq) for room_id, _, line in lines],
+        embeddings=vectors,
+        metadatas=[
+            {
+                "room": room_id,
+                "host": generation.user_id,
+                "block": block,
+                "seq": line.seq,
+                "at": _stamp(line.when),
+            }
+            for room_id, block, line in lines
+        ],
+    )
+
+
+def query_turns(
+    generation: VectorIndex, vector: list[float], *, room_id: int, before: int, n: int
+) -> dict[int, float]:
+    """Return the cosine of the room's messages before `before` nearest to `vector` (seq -> cosine)."""
+    where = {"$and": [{"room": room_id}, {"seq": {"$lt": before}}]}
+    got = _collection(generation, "turns").query(
+        query_embeddings=[vector], n_results=max(1, n), where=where, include=["distances", "metadatas"]
+    )
+    return {
+        int(meta["seq"]): 1.0 - float(distance)
+        for meta, distance in zip(got["metadatas"][0], got["distances"][0], strict=True)
+    }
+
+
 def stored_ids(generation: VectorIndex, kind: str, ids: list[str]) -> set[str]:
     """Return which of these `kind` ids the generation already holds."""
     return set(_collection(generation, kind).get(ids=ids, include=[])["ids"])
@@ -112,15 +154,31 @@ def delete_memories(generations: list[VectorIndex], ids: list[str]) -> None:
 
 
 def delete_scenes(generations: list[VectorIndex], ids: list[str]) -> None:
+    """Delete scene chunks, and the single messages of their blocks with them."""
     if ids:
         for generation in generations:
             _collection(generation, "scenes").delete(ids=ids)
+        by_room: dict[int, list[int]] = {}
+        for scene in ids:
+            _, room_id, block = scene.split(":")
+            by_room.setdefault(int(room_id), []).append(int(block))
+        for room_id, numbers in by_room.items():
+            delete_turns(generations, room_id, numbers)
+
+
+def delete_turns(generations: list[VectorIndex], room_id: int, numbers: list[int]) -> None:
+    """Delete the single messages of these blocks of a room."""
+    if numbers:
+        for generation in generations:
+            _collection(generation, "turns").delete(
+                where={"$and": [{"room": room_id}, {"block": {"$in": list(numbers)}}]}
+            )
 
 
 def drop_generation(generation: VectorIndex) -> None:
     """Delete a retired generation's collections from the server."""
     client = vectorstore.client()
-    for kind in ("memories", "scenes"):
+    for kind in ("memories", "scenes", "turns"):
         try:
             client.delete_collection(generation.collection(kind))
         except Exception:  # noqa: BLE001, S110 - already gone is fine

@@ -62,6 +62,15 @@ class MemoryTuning(models.Model):
         help_text="Cosine similarity a summary needs (unless a keyword matches).",
     )
     keyword_match = models.BooleanField(default=True, help_text="A keyword in the recent messages qualifies.")
+    quotes_on = models.BooleanField(
+        "Quotes", default=True, help_text="Also bring back short passages of scrolled-out messages."
+    )
+    quotes = models.PositiveSmallIntegerField(
+        "Quotes per reply",
+        default=4,
+        validators=[MinValueValidator(0), MaxValueValidator(4)],
+        help_text="At most this many (0–4); after the summaries in the memory budget.",
+    )
     heading = models.CharField(max_length=100, default="Past events")
     budget_share = models.FloatField(
         "Memory budget",
@@ -239,7 +248,7 @@ class VectorIndex(models.Model):
         return f"{self.user} · {self.model_key} ({self.state})"
 
     def collection(self, kind: str) -> str:
-        """Return the Chroma collection name for `kind` ("memories" or "scenes")."""
+        """Return the Chroma collection name for `kind` ("memories", "scenes" or "turns")."""
         return f"{kind}-i{self.pk}"
 
 

@@ -47,9 +47,17 @@ def with_memory(
     # When everything fits, the prompt as it is gives the live window (recall will find nothing
     # before it); so does a chat with no memory written yet, whose prompt goes out as it is.
     # Otherwise the window is the one left beside the reserved memory budget.
+    # The window drops old messages a memory block at a time, so the prompt's prefix stays put.
     fitted = prompt
-    if prompt.history_dropped and total:
-        fitted = assemble.assemble(replace(prompt_input, max_tokens=prompt_input.max_tokens + reserve))
+    dropped = bool(prompt.history_dropped and total)
+    if dropped:
+        fitted = assemble.assemble(
+            replace(
+                prompt_input,
+                max_tokens=prompt_input.max_tokens + reserve,
+                history_align=tuning.block_size,
+            )
+        )
     live_start = fitted.history_kept[0] if fitted.history_kept else room.next_seq
     outcome = recaller.recall_for(
         room=room,
@@ -63,7 +71,7 @@ def with_memory(
     )
     outcome.fit = _fit(prompt_input, prompt, room)
     outcome.why = _why(room, outcome, tuning)
-    if not outcome.text:
+    if not outcome.text and not dropped:
         return prompt, outcome
     template = prompt_input.memory_template
     if template == default_memory_template():

@@ -408,6 +408,7 @@ def prompt_input_for(
             depth=a.entry.depth,
             role=a.entry.role,
             order=a.entry.order,
+            constant=a.entry.constant,
         )
         for a in activation.activated
     ]
@@ -437,5 +438,6 @@ def prompt_input_for(
         group_nudge=group_nudge(speaker=seat, seats=seats, own_cards=options.own_cards),
         count_tokens=count,
         depth_prompts=depth_prompts(speaker=seat, seats=seats, host_id=room.host_id),
+        cache_friendly=True,
     )
     return prompt_input, samplers, activation

@@ -1,9 +1,13 @@
-"""Recall, the shell: read the pool's summaries, score them by meaning, rerank, log.
+"""Recall, the shell: read the pool's summaries, score them by meaning, rerank, find quotes, log.
 
 The decisions are pure (`memory.recall.ranking`). Here: which rows to read (only the pool's, tier by
 tier: a 100,000-message room reads a few hundred rows, not all of them), the summaries' vectors
 (kept in memory between turns per index generation and text, so only new or rewritten summaries
 are fetched from Chroma or embedded), the query's vector, the Rerank role, and the recall log.
+
+Quotes (`memory.recall.quotes`) read the room's scrolled-out messages from a per-process copy kept
+block by block (a block is read again only when its scene's text hash changes) with their BM25
+statistics, and their nearest messages by meaning from the `turns` index.
 
 Everything runs as the room's host: the host's tuning switch, embedding and rerank models.
 """
@@ -22,16 +26,25 @@ import numpy as np
 from django.db.models import Count, Q
 
 from memory import blocks, index
-from memory.models import SHARED, Summary, SummaryKeyword, VectorIndex, seat_scope
+from memory.models import SHARED, Scene, Summary, SummaryKeyword, VectorIndex, seat_scope
+from memory.recall import quotes as quoting
 from memory.recall import ranking as recall
 from memory.recall.why import Fit
-from memory.selectors import block_tuning, memory_on, personal_memory_on, reading_generation, tuning_get
+from memory.selectors import (
+    block_tuning,
+    memory_on,
+    message_lines,
+    personal_memory_on,
+    reading_generation,
+    tuning_get,
+)
 from orbchat.connections import embedding, reranker
 from orbchat.connections.selectors import model_roles_get
 from rooms.models import Member, Presence, Room, Seat
 
 log = logging.getLogger(__name__)
 
+ROOMS_CACHED = 64  # rooms whose scrolled-out messages are kept in memory for quotes
 VECTOR_CACHE = 50_000  # vectors kept in memory (about 75 MB of float32 at 384 dimensions)
 SAMPLE = 12  # rejected summaries shown in the log, every reason represented
 COMMON_SHARE = 0.05  # a keyword word in more than this share of a room's summaries tells nothing apart
@@ -63,6 +76,9 @@ class Outcome:
     best: float | None = None  # the best cosine in the pool
     fit: Fit | None = None  # how the history sat in the prompt (filled by the turn)
     why: str = ""  # why nothing was recalled, for the host
+    quotes: list[quoting.Quote] = field(default_factory=list)  # oldest first
+    quotes_rejected: list[quoting.Quote] = field(default_factory=list)  # best first, a few
+    quotes_cut: list[quoting.Quote] = field(default_factory=list)  # left out for the memory budget
 
     def preview(self) -> dict:
         """What the host's Preview shows of this recall: the memories sent, and those the budget cut."""
@@ -71,7 +87,11 @@ class Outcome:
                 {"label": s.item.label, "score": round(s.score, 4), "why": s.why, "text": s.item.text}
                 for s in self.kept
             ],
-            "memory_cut": [r.item.label for r in self.cut],
+            "quotes": [
+                {"label": q.label, "score": round(q.score, 4), "why": _quote_reason(q), "text": q.line}
+                for q in self.quotes
+            ],
+            "memory_cut": [r.item.label for r in self.cut] + [q.label for q in self.quotes_cut],
         }
 
     def detail(self) -> dict:
@@ -95,7 +115,35 @@ class Outcome:
             "best": None if self.best is None else round(self.best, 4),
             "fit": None if self.fit is None else asdict(self.fit),
             "why": self.why,
+            "quotes": [_quote_json(q) for q in self.quotes],
+            "quotes_rejected": [_quote_json(q) for q in self.quotes_rejected],
+            "quotes_cut": [_quote_json(q) for q in self.quotes_cut],
         }
+
+
+def _quote_reason(quote: quoting.Quote) -> str:
+    """Why a quote was chosen, in words: "words: key, priest · meaning 0.52"."""
+    parts = []
+    if quote.matched:
+        parts.append("words: " + ", ".join(quote.matched[:6]))
+    if quote.cosine is not None:
+        parts.append(f"meaning {quote.cosine:.2f}")
+    return " · ".join(parts) or quote.why
+
+
+def _quote_json(quote: quoting.Quote) -> dict:
+    return {
+        "seq": quote.turn.seq,
+        "speaker": quote.turn.speaker,
+        "label": quote.label,
+        "score": round(quote.score, 4),
+        "bm25": round(quote.bm25, 3),
+        "cosine": None if quote.cosine is None else round(quote.cosine, 4),
+        "matched": list(quote.matched),
+        "found_by": quote.why,
+        "why": _quote_reason(quote),
+        "text": quote.text,
+    }
 
 
 def _place(item: recall.Item) -> dict:
@@ -353,6 +401,23 @@ def recall_for(
     )
     outcome.kept = always + choice.kept
     outcome.cut += [r for r in choice.rejected if r.reason == recall.BUDGET]
+    if tuning.quotes_on and tuning.quotes > 0 and tuning.mode in (recall.MIXC, recall.SEMANTIC):
+        # Quotes come last in the memory budget: pinned, yours and summaries go first.
+        left = budget - used - sum(count(s.item.text) for s in choice.kept)
+        _quotes(
+            outcome,
+            room,
+            embedder,
+            query_vector,
+            texts,
+            live_start,
+            witnessed,
+            t,
+            tuning,
+            ignore,
+            left,
+            count,
+        )
     rejected = (
         always_out
         + choice.rejected
@@ -360,14 +425,133 @@ def recall_for(
         + _live_sample(room.pk, scopes, live_start)
     )
     _finish(outcome, rejected, started)
-    outcome.rejected_count = max(total - outcome.count, len(rejected))
+    outcome.rejected_count = max(total - len(outcome.kept), len(rejected))
     return outcome
 
 
+def _quotes(
+    outcome: Outcome,
+    room: Room,
+    embedder: _Embedder | None,
+    query_vector,
+    texts: list[str],
+    live_start: int,
+    witnessed: set[int] | None,
+    t: blocks.Tuning,
+    tuning,
+    ignore: frozenset[str],
+    budget: int,
+    count: Callable[[str], int],
+) -> None:
+    """Find the reply's quotes (by words and by meaning) and fit them in what the budget leaves."""
+    turns, lexicon = _room_turns(room)
+    if not turns:
+        return
+
+    def allowed(seq: int) -> bool:
+        return seq < live_start and (witnessed is None or blocks.block_of(seq, 0, t) in witnessed)
+
+    cosines: dict[int, float] = {}
+    generation = embedder.generation if embedder is not None else reading_generation(room.host)
+    if generation is not None:
+        try:
+            if query_vector is None:
+                query_vector = _query_vector(embedder or _Embedder(room.host, generation), texts)
+            cosines = index.query_turns(
+                generation, query_vector.tolist(), room_id=room.pk, before=live_start, n=quoting.CANDIDATES
+            )
+        except Exception as exc:  # noqa: BLE001 - the meaning route fails alone: quotes by words still
+            log.warning("quotes: the turns index could not be searched: %s", exc)
+    found = quoting.find(
+        turns,
+        lexicon,
+        query=texts,
+        cosines=cosines,
+        floor=tuning.score_floor,
+        count=tuning.quotes,
+        allowed=allowed,
+        ignore=ignore,
+    )
+    outcome.quotes, outcome.quotes_cut = quoting.fit(found.kept, budget=budget, count=count)
+    outcome.quotes_rejected = found.rejected[:SAMPLE]
+
+
+class _RoomTurns:
+    """A room's indexed messages (those of its scenes) and their BM25 statistics."""
+
+    def __init__(self) -> None:
+        self.hashes: dict[int, str] = {}  # block -> the scene's text hash when read
+        self.seqs: dict[int, list[int]] = {}  # block -> its messages
+        self.turns: dict[int, quoting.Turn] = {}
+        self.lexicon = quoting.Lexicon()
+        self.lock = threading.Lock()
+
+    def drop(self, block: int) -> None:
+        for seq in self.seqs.pop(block, ()):
+            self.turns.pop(seq, None)
+            self.lexicon.remove(seq)
+        self.hashes.pop(block, None)
+
+
+_turns: OrderedDict[int, _RoomTurns] = OrderedDict()
+_turns_lock = threading.Lock()
+
+
+def _room_turns(room: Room) -> tuple[dict[int, quoting.Turn], quoting.Lexicon]:
+    """The room's messages held by its scenes, read again only for blocks whose text changed."""
+    with _turns_lock:
+        cached = _turns.get(room.pk)
+        if cached is None:
+            cached = _turns[room.pk] = _RoomTurns()
+        _turns.move_to_end(room.pk)
+        while len(_turns) > ROOMS_CACHED:
+            _turns.popitem(last=False)
+    with cached.lock:
+        scenes = {
+            block: (digest, seq_from, seq_to)
+            for block, digest, seq_from, seq_to in Scene.objects.filter(room=room).values_list(
+                "block", "text_hash", "seq_from", "seq_to"
+            )
+        }
+        for block in [b for b in cached.hashes if b not in scenes]:
+            cached.drop(block)
+        changed = [b for b, (digest, _, _) in scenes.items() if cached.hashes.get(b) != digest]
+        if changed:
+            for block in changed:
+                cached.drop(block)
+            first = min(scenes[b][1] for b in changed)
+            last = max(scenes[b][2] for b in changed)
+            ranges = sorted((scenes[b][1], scenes[b][2], b) for b in changed)
+            lines = message_lines(room, first, last + 1)
+            position = 0
+            for line in lines:
+                while position < len(ranges) and ranges[position][1] < line.seq:
+                    position += 1
+                if position == len(ranges):
+                    break
+                start, _, block = ranges[position]
+                if line.seq < start:
+                    continue
+                cached.turns[line.seq] = quoting.Turn(line.seq, line.speaker, line.text, line.when)
+                cached.lexicon.add(line.seq, line.text)
+                cached.seqs.setdefault(block, []).append(line.seq)
+            for block in changed:
+                cached.hashes[block] = scenes[block][0]
+        return dict(cached.turns), cached.lexicon
+
+
+def forget_cached_turns() -> None:
+    """Drop the in-memory copies of rooms' messages (tests)."""
+    with _turns_lock:
+        _turns.clear()
+
+
 def _finish(outcome: Outcome, rejected: list[recall.Rejected], started: float) -> None:
-    """Lay out the kept memories' text and count, sample the rejected, stamp the time."""
-    outcome.count = len(outcome.kept)
-    outcome.text = recall.memory_text(outcome.kept)
+    """Lay out the kept memories and quotes as text, count them, sample the rejected, stamp the time."""
+    outcome.count = len(outcome.kept) + len(outcome.quotes)
+    outcome.text = "\n\n".join(
+        part for part in (recall.memory_text(outcome.kept), quoting.quotes_text(outcome.quotes)) if part
+    )
     outcome.rejected = recall.sample(rejected, SAMPLE)
     outcome.rejected_count = len(rejected)
     outcome.ms = (time.perf_counter() - started) * 1000

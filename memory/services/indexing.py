@@ -125,7 +125,7 @@ def index_scenes(
     """
     last_block = fresh_start // t.block_size  # blocks before this one are complete
     known = {s.block: s for s in Scene.objects.filter(room=room)}
-    todo: list[tuple[Scene, str, str]] = []
+    todo: list[tuple[Scene, str, str, list[Line]]] = []
     for block in range(last_block):
         scene = known.get(block)
         if scene is not None and scene.indexed_hash and scene.indexed_hash == scene.text_hash:
@@ -152,21 +152,26 @@ def index_scenes(
                 "first_at": lines[0].when,
             },
         )
-        todo.append((scene, text, speakers))
+        todo.append((scene, text, speakers, lines))
     for start in range(0, len(todo), index.BATCH):
         batch = todo[start : start + index.BATCH]
-        texts = [text for _, text, _ in batch]
+        texts = [text for _, text, _, _ in batch]
+        lines = [(scene.room_id, scene.block, line) for scene, _, _, group in batch for line in group]
         for generation in generations:
             try:
                 vectors = embedding.embed_with(generation.model_key, texts)
+                turn_vectors = embedding.embed_with(generation.model_key, [line.text for *_, line in lines])
             except embedding.EmbedderFailed:
                 if generation is not generations[0]:
                     continue  # an older index whose model is gone: it retires once the new one is built
                 raise
             index.upsert_scenes(
-                generation, [s for s, _, _ in batch], texts, [p for _, _, p in batch], vectors
+                generation, [s for s, _, _, _ in batch], texts, [p for _, _, p, _ in batch], vectors
             )
-        Scene.objects.filter(pk__in=[s.pk for s, _, _ in batch]).update(indexed_hash=F("text_hash"))
+            # A block's messages are stored anew: one deleted or hidden since leaves with it.
+            index.delete_turns([generation], batch[0][0].room_id, [scene.block for scene, *_ in batch])
+            index.upsert_turns(generation, lines, turn_vectors)
+        Scene.objects.filter(pk__in=[s.pk for s, _, _, _ in batch]).update(indexed_hash=F("text_hash"))
         if beat:
             beat()
     return len(todo)
@@ -204,14 +209,20 @@ def reindex(generation_id: int, *, progress: Callable[[int, int], None] | None =
         batch = scenes[start : start + index.BATCH]
         have = index.stored_ids(generation, "scenes", [index.scene_id(s.room_id, s.block) for s in batch])
         todo = [s for s in batch if index.scene_id(s.room_id, s.block) not in have]
-        texts, speakers = [], []
+        texts, speakers, turns = [], [], []
         for scene in todo:
             lines = message_lines(scene.room, scene.seq_from, scene.seq_to + 1)
             texts.append(scene_text(lines))
             speakers.append(", ".join(dict.fromkeys(line.speaker for line in lines)))
+            turns += [(scene.room_id, scene.block, line) for line in lines]
         if todo:
             index.upsert_scenes(
                 generation, todo, texts, speakers, embedding.embed_with(generation.model_key, texts)
+            )
+            index.upsert_turns(
+                generation,
+                turns,
+                embedding.embed_with(generation.model_key, [line.text for *_, line in turns]),
             )
         done += len(batch)
         VectorIndex.objects.filter(pk=generation.pk).update(done=done)

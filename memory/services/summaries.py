@@ -15,7 +15,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.db.models import Q
 
-from memory import blocks, extractive, index, jobs, summarize
+from memory import blocks, chatstats, extractive, index, jobs, summarize
 from memory.drafts import Draft, render
 from memory.models import RoomMemory, Scene, Summary, SummaryKeyword
 from memory.selectors import (
@@ -120,7 +120,7 @@ def write_summary(
             )
             draft = summarize.parse(answer)
     elif tier == 0:
-        draft = extractive.summarise(lines, pov=pov)
+        draft = extractive.summarise(lines, pov=pov, stats=chatstats.chat_stats(room))
     else:
         draft = extractive.roll_up([_draft_of(c) for c in children], times=[first_at, last_at])
 

@@ -267,8 +267,13 @@ async def acomplete(target: Target, messages: list[dict], *, timeout: float = 60
     return response.choices[0].message.content or ""
 
 
-async def astream(target: Target, messages: list[dict], *, timeout: float = 60, **params) -> AsyncIterator:
-    """Open a streamed completion; return the stream of chunks (with usage at the end)."""
+async def astream(
+    target: Target, messages: list[dict], *, timeout: float = 60, stable: int = 0, **params
+) -> AsyncIterator:
+    """Open a streamed completion; return the stream of chunks (with usage at the end).
+
+    `stable`: how many leading messages stay the same from turn to turn; a provider that takes
+    cache hints gets that prefix marked (`providers.cache_hinted`)."""
     import litellm
 
     await acheck(target)
@@ -276,7 +281,7 @@ async def astream(target: Target, messages: list[dict], *, timeout: float = 60, 
         **_request(
             target,
             {
-                "messages": messages,
+                "messages": providers.cache_hinted(target.model, messages, stable),
                 "stream": True,
                 "stream_options": {"include_usage": True},
                 "timeout": timeout,

@@ -14,6 +14,23 @@ PROVIDERS: dict[str, tuple[str, str, bool]] = {
 }
 
 
+def takes_cache_hints(model: str) -> bool:
+    """Whether the provider caches a prompt's prefix only where the request marks it (Anthropic)."""
+    return model.strip().startswith("anthropic/")
+
+
+def cache_hinted(model: str, messages: list[dict], stable: int) -> list[dict]:
+    """Mark the end of the first `stable` messages as a cacheable prefix, for providers that take
+    the hint (litellm passes Anthropic's `cache_control` through); others get the messages as they are."""
+    if stable <= 0 or stable > len(messages) or not takes_cache_hints(model):
+        return messages
+    marked = list(messages)
+    last = dict(marked[stable - 1])
+    last["content"] = [{"type": "text", "text": last["content"], "cache_control": {"type": "ephemeral"}}]
+    marked[stable - 1] = last
+    return marked
+
+
 def litellm_model(provider: str, model: str) -> str:
     """Prefix a bare model name with the provider's litellm route (`gpt-4o` -> `openai/gpt-4o`)."""
     model = model.strip()

@@ -5,6 +5,15 @@ history message's tokens are counted at most once (its precomputed `tokens` are 
 The output is deterministic except for clock and random macros, which follow the macro context:
 pass one with `now` and `rng` set for a fully reproducible prompt.
 
+Cache-friendly assembly (`cache_friendly`, with `history_align`): consecutive prompts of a chat
+share a long exact prefix, so a provider's prompt cache hits. The history window drops old
+messages a block of `history_align` message numbers at a time (its first message number is a
+multiple of it), and what changes every turn (the Memory section, world info activated by the
+recent messages, depth injections, the author's note) sits after the stable part: every depth
+injection deeper than `CACHE_DEPTH` moves up to it, and the Memory section and the activated world
+info of the fixed positions join them there, in front of the newest message.
+`Prompt.stable_messages` counts the leading messages that form the stable part.
+
 Token accounting: a prompt's size is the sum of `count_tokens(content)` over its messages, with no
 per-message overhead. A history message counts its text's tokens (precomputed or counted) plus,
 when names are prefixed, the tokens of its `"Name: "` prefix, counted once per distinct name.
@@ -43,6 +52,7 @@ IMPERSONATE_NUDGE = (
 )
 WORLD_AT_DEPTH_NAME = "World info (at depth)"
 DEPTH_PROMPT_NAME = "Character's note"
+CACHE_DEPTH = 1  # cache mode: what changes every turn goes in front of the newest message
 
 START_RE = re.compile(r"<START>", re.IGNORECASE)
 ORIGINAL_RE = re.compile(r"\{\{original\}\}", re.IGNORECASE)
@@ -90,6 +100,7 @@ class WorldInsert:
     depth: int = 4
     role: int | None = None  # 0 system, 1 user, 2 assistant (None = system)
     order: int = 100
+    constant: bool = False  # always on: its text does not change from turn to turn
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,9 @@ class PromptInput:
     # The Character's Notes in play: the speaker's, or in a room with several characters every
     # seated card's, as SillyTavern injects them.
     depth_prompts: Sequence[DepthPrompt] = ()
+    # Prompt-cache friendly layout (see the module docstring); 0 / False: the classic layout.
+    history_align: int = 0  # drop old history this many message numbers at a time
+    cache_friendly: bool = False  # what changes every turn goes after the stable part
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,7 @@ class Prompt:
     history_dropped: int  # how many eligible (non-hidden) history messages did not fit
     total_tokens: int
     budget: int
+    stable_messages: int = 0  # leading messages that stay the same from turn to turn (cache mode)
 
 
 def default_count_tokens(text: str) -> int:
@@ -184,6 +199,7 @@ class _Assembler:
         self.kept_seqs: list[int] = []
         self.world_injections: list[_Injection] = []
         self.note_injections: list[_Injection] = []
+        self.volatile_depth = min(_depth(inp.authors_note_depth), CACHE_DEPTH)
 
     def _default_context(self) -> MacroContext:
         inp, card = self.inp, self.card
@@ -235,10 +251,15 @@ class _Assembler:
         history_part.messages = kept
         tokens[id(history_part)] = history_tokens
 
-        block = _inject(kept, self.injections(parts))
+        injections = self.injections(parts)
+        block = _inject(kept, injections)
         messages: list[dict] = []
+        stable: int | None = None
         for part in parts:
             if part is history_part:
+                moving = {id(injection.message) for injection in injections}
+                first = next((i for i, m in enumerate(block) if id(m) in moving), len(block))
+                stable = len(messages) + first
                 messages.extend(block)
             elif part.depth is None and part is not world_depth and part is not notes:
                 messages.extend(part.messages)
@@ -255,6 +276,7 @@ class _Assembler:
             history_dropped=len(self.visible) - len(self.kept_seqs),
             total_tokens=fixed + history_tokens,
             budget=budget,
+            stable_messages=(stable or 0) if inp.cache_friendly else 0,
         )
 
     # Sections
@@ -308,6 +330,10 @@ class _Assembler:
             for text in self.example_dialogue():
                 part.add("system", text)
             return part
+        if marker == "memory" and self.inp.cache_friendly:
+            part.add("system", self.memory())
+            part.depth = self.volatile_depth
+            return part
         builder = {
             "world_info_before": lambda: self.world_text(Position.BEFORE_CHAR),
             "world_info_after": lambda: self.world_text(Position.AFTER_CHAR),
@@ -322,7 +348,21 @@ class _Assembler:
         return part
 
     def world_text(self, position: int) -> str:
-        return self.sub("\n".join(i.content for i in self.world if i.position == position))
+        return self.sub("\n".join(i.content for i in self.world if i.position == position and self.steady(i)))
+
+    def steady(self, insert: WorldInsert) -> bool:
+        """Whether an entry stays in its own position: always, except an activated one in cache mode."""
+        return insert.constant or not self.inp.cache_friendly
+
+    def add_activated_world(self, part: _Part) -> None:
+        """Cache mode: the activated (not constant) entries of the fixed positions, in one message at
+        the cache depth (reported with the world info at depth)."""
+        fixed = (Position.BEFORE_CHAR, Position.AFTER_CHAR, Position.EXAMPLES_TOP, Position.EXAMPLES_BOTTOM)
+        text = "\n".join(i.content for i in self.world if i.position in fixed and not self.steady(i))
+        if text.strip():
+            message = _msg("system", self.sub(text))
+            part.messages.append(message)
+            self.world_injections.append(_Injection(self.volatile_depth, (1, -1), message))
 
     def card_texts(self, field_name: str, label: Callable[[str], str]) -> str:
         """Join one field of every card; with several cards, {{char}} in each is that card's name."""
@@ -395,6 +435,8 @@ class _Assembler:
             message = _msg(key[1], self.sub("\n".join(groups[key])))
             part.messages.append(message)
             self.world_injections.append(_Injection(key[0], (2, rank), message))
+        if self.inp.cache_friendly:
+            self.add_activated_world(part)
         return part
 
     def depth_prompts(self) -> _Part:
@@ -418,7 +460,7 @@ class _Assembler:
     def fit_history(self, room: int) -> tuple[list[dict], int]:
         """Take visible messages newest first while they fit in `room`; stop at the first that does not."""
         prefix_tokens: dict[str, int] = {}
-        taken: list[HistoryMessage] = []
+        taken: list[tuple[HistoryMessage, int]] = []
         used = 0
         for message in reversed(self.visible):
             tokens = message.tokens if message.tokens is not None else self.count(message.text)
@@ -430,8 +472,18 @@ class _Assembler:
             if used + tokens > room:
                 break
             used += tokens
-            taken.append(message)
+            taken.append((message, tokens))
         taken.reverse()
+        align = self.inp.history_align
+        if align > 0 and len(taken) < len(self.visible) and taken:
+            # Drop a whole block: the window starts at a multiple of `align`, so it stays put
+            # (and the prompt's prefix with it) until the history outgrows the next block.
+            start = -(-taken[0][0].seq // align) * align
+            aligned = [(m, t) for m, t in taken if m.seq >= start]
+            if aligned:
+                used -= sum(t for _, t in taken[: len(taken) - len(aligned)])
+                taken = aligned
+        taken = [m for m, _ in taken]
         self.kept_seqs = [message.seq for message in taken]
         return [_msg(_role(m.role), self.prefix(m) + m.text) for m in taken], used
 
@@ -443,7 +495,10 @@ class _Assembler:
         for index, part in enumerate(parts):
             if part.depth is not None:
                 result.extend(_Injection(part.depth, (0, index), message) for message in part.messages)
-        return result + self.note_injections + self.world_injections
+        result += self.note_injections + self.world_injections
+        if self.inp.cache_friendly:
+            result = [dataclasses.replace(i, depth=min(i.depth, CACHE_DEPTH)) for i in result]
+        return result
 
 
 def _inject(history: list[dict], injections: list[_Injection]) -> list[dict]:

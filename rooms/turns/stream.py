@@ -182,7 +182,11 @@ class Reply:
                     )
                 else:
                     response = await gateway.astream(
-                        plan.target, plan.prompt.messages, timeout=PROVIDER_TIMEOUT, **plan.params
+                        plan.target,
+                        plan.prompt.messages,
+                        timeout=PROVIDER_TIMEOUT,
+                        stable=plan.prompt.stable_messages,
+                        **plan.params,
                     )
             finally:
                 grace.cancel()

@@ -237,6 +237,12 @@
       kept.append(element("li", `${k.label} — ${why}`));
     });
     memoryDetail.append(element("p", d.kept.length ? "Sent with this reply:" : `Nothing recalled${d.why ? `: ${d.why}` : ""}.`, d.kept.length ? "" : "memory-why"), kept);
+    if ((d.quotes || []).length) {
+      const quotes = element("ul");
+      quotes.className = "memory-quotes";
+      d.quotes.forEach((q) => quotes.append(element("li", `${q.label} — found by ${q.found_by}, score ${q.score.toFixed(3)} (${q.why}): “${q.text}”`)));
+      memoryDetail.append(element("p", "Quotes from the past (after the summaries in the memory budget):"), quotes);
+    }
     if ((d.cut || []).length) {
       const cut = element("ul");
       cut.className = "memory-cut";

@@ -252,3 +252,12 @@ def test_memory_recall_command_names_a_missing_room_or_speaker(long_room):
         call_command("memory_recall", "999999", "--message", "hi")
     with pytest.raises(CommandError, match="No seated character named 'Nobody'"):
         call_command("memory_recall", str(long_room.pk), "--message", "hi", "--speaker", "Nobody")
+
+
+def test_quotes_follow_the_tuning_count_and_switch(long_room):
+    tune(quotes=1)
+    assert len(ask(long_room, "Where is the silver astrolabe now?").recall.quotes) == 1
+    tune(quotes_on=False)
+    plan = ask(long_room, "Where is the silver astrolabe now?")
+    assert plan.recall.quotes == []
+    assert "Quotes from the past" not in memory_section(plan)

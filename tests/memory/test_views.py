@@ -51,10 +51,41 @@ def test_memory_tuning_saves_valid_values(host):
         "keyword_match": "on",
         "heading": "Past events",
         "budget_share": 0.25,
+        "quotes_on": "on",
+        "quotes": 2,
     }
     assert client_for(host).post(reverse("memory:tuning"), data).status_code == 302
     tuning = MemoryTuning.objects.get()
     assert (tuning.block_size, tuning.fresh_window, tuning.mode) == (10, 6, "semantic")
+    assert (tuning.quotes_on, tuning.quotes) == (True, 2)
+
+
+def test_memory_tuning_turns_quotes_off_and_refuses_more_than_four(host):
+    client = client_for(host)
+    page = client.get(reverse("memory:tuning")).content.decode()
+    assert "Quotes per reply" in page and "Also bring back short passages" in page
+    data = {
+        "enabled": "on",
+        "block_size": 8,
+        "fresh_window": 8,
+        "fan_in": 4,
+        "max_tier": 3,
+        "mode": "mixC",
+        "query_window": 2,
+        "candidates": 8,
+        "keep": 3,
+        "score_floor": 0.35,
+        "keyword_match": "on",
+        "heading": "Past events",
+        "budget_share": 0.25,
+        "quotes": 5,
+    }
+    refused = client.post(reverse("memory:tuning"), data)
+    assert refused.status_code == 200
+    assert "less than or equal to 4" in refused.content.decode()
+    assert client.post(reverse("memory:tuning"), {**data, "quotes": 0}).status_code == 302
+    tuning = MemoryTuning.objects.get()
+    assert (tuning.quotes_on, tuning.quotes) == (False, 0)
 
 
 def test_each_person_switches_their_own_memory(host, people):

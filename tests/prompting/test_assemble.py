@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -623,3 +624,61 @@ def test_a_nickname_is_char_in_each_cards_texts():
     tobin = CardInfo(name="Tobin Vale", description="{{char}} rows the boat.", nickname="Tob")
     texts = only([marker("char_description")], characters=[MAREN, tobin])
     assert texts == ["Maren: Maren keeps the lighthouse for Ada.\nTobin Vale: Tob rows the boat."]
+
+
+# Prompt-cache friendly layout
+
+
+def _cache_input(history, **kwargs) -> PromptInput:
+    world = [
+        WorldInsert(content="The island has one road.", constant=True),
+        WorldInsert(content="The lamp is Fresnel glass."),
+    ]
+    return make(
+        default_sections(),
+        history=history,
+        world_info=world,
+        authors_note="Keep it quiet.",
+        memory_text="Ada lost the brass key.",
+        cache_friendly=True,
+        **kwargs,
+    )
+
+
+def test_cache_mode_puts_memory_world_info_and_note_just_before_the_newest_message():
+    prompt = assemble(_cache_input(chat(10)))
+    contents = [m["content"] for m in prompt.messages]
+    newest = contents.index("message 10")
+    volatile = {"Past events:\nAda lost the brass key.", "The lamp is Fresnel glass.", "Keep it quiet."}
+    assert volatile <= set(contents[prompt.stable_messages : newest])
+    assert not volatile & set(contents[: prompt.stable_messages])
+    assert any("The island has one road." in text for text in contents[: prompt.stable_messages])
+    assert contents[prompt.stable_messages - 1] == "message 9"
+
+
+def test_cache_mode_keeps_the_prefix_when_the_chat_grows_and_memory_changes():
+    first = assemble(_cache_input(chat(10)))
+    later = assemble(replace(_cache_input(chat(12)), memory_text="Something else."))
+    assert later.messages[: first.stable_messages] == first.messages[: first.stable_messages]
+
+
+def test_classic_layout_is_unchanged_without_cache_mode():
+    prompt = assemble(make(default_sections(), history=chat(4), memory_text="Ada lost the brass key."))
+    contents = [m["content"] for m in prompt.messages]
+    assert contents.index("Past events:\nAda lost the brass key.") < contents.index("message 1")
+    assert prompt.stable_messages == 0
+
+
+def test_history_drops_whole_blocks_when_aligned():
+    # Each message is 2 tokens ("message N"); the budget keeps the newest 13 of 40.
+    inp = make([marker("chat_history")], history=chat(40), context_size=26 + 400)
+    assert assemble(inp).history_kept == (28, 40)
+    aligned = assemble(replace(inp, history_align=8))
+    assert aligned.history_kept == (32, 40)
+    grown = assemble(replace(inp, history_align=8, history=chat(42)))
+    assert grown.history_kept == (32, 42)
+
+
+def test_an_aligned_window_never_drops_everything():
+    inp = make([marker("chat_history")], history=chat(3, start=5), context_size=2 + 400, history_align=8)
+    assert assemble(inp).history_kept == (7, 7)
