@@ -107,6 +107,7 @@ class Children:
             **os.environ,
             "DATABASE_URL": database_url(),
             "REDIS_URL": settings.REDIS_URL,
+            "CHROMA_URL": settings.CHROMA_URL,
             "SECRET_KEY": settings.SECRET_KEY,
             "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
         }
