@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connections
 
 from bench import kit
-from memory import selectors, tasks
+from memory import jobs, selectors, tasks
 from memory.models import RoomMemory
 from orbchat import env
 from orbchat.celery import app
@@ -75,7 +75,9 @@ class Backfilling:
 
     def __enter__(self) -> Backfilling:
         app.conf.broker_url = env.celery_broker_url(settings.REDIS_URL)
-        app.control.purge()  # memory work queued by what ran before is not this load
+        with app.connection_for_write() as connection:  # work queued by what ran before is not this load
+            for queue in (jobs.QUEUE, "default"):
+                connection.default_channel.queue_purge(queue)
         worker = self._worker = start_worker(self.children)
         self._waiting = [self._make_room(number) for number in range(self.rooms)]
         self._start()

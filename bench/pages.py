@@ -101,6 +101,7 @@ class Bench:
         self.children = kit.Children(prefix="orbchat-bench-pages-")
         with self.children:
             self.children.ensure_redis()  # the web process's channel layer needs one
+            self.children.ensure_chroma()  # memory's index, for the room whose replies are timed
             # This checkout first: a baseline's server may still be busy with requests its
             # clients gave up on, and would slow whatever came after it.
             builds = {"new": Path(settings.BASE_DIR)}

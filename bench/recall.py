@@ -286,6 +286,7 @@ class Bench:
             self.children = children
             try:
                 children.ensure_chroma()
+                children.ensure_redis()  # the broker of --while-backfilling's worker
                 yield
             finally:
                 self._clean_up()
