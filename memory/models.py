@@ -124,7 +124,9 @@ class Summary(models.Model):
     stale = models.BooleanField(default=False)
     pinned = models.BooleanField(default=False)
     last_recalled_at = models.DateTimeField(null=True, blank=True)
-    # The hash of `text` as last embedded into the vector index ("" = not indexed yet).
+    # The hash of `text` (written with it) and of `text` as last embedded into the vector index
+    # ("" = not indexed yet): "what changed since indexing" is then a filter in the database.
+    text_hash = models.CharField(max_length=64, blank=True)
     indexed_hash = models.CharField(max_length=64, blank=True)
     first_at = models.DateTimeField(null=True, blank=True)
     last_at = models.DateTimeField(null=True, blank=True)

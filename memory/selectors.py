@@ -10,7 +10,7 @@ from django.utils import timezone
 from memory import blocks, index, tiermap
 from memory.drafts import Line
 from memory.models import MemoryTuning, RecallLog, RoomMemory, Scene, Summary, VectorIndex
-from orbchat.connections import embedding
+from orbchat.connections import embedder, embedding
 from orbchat.connections.selectors import model_roles_get
 from rooms.models import Message, Room, Variant
 from rooms.options import room_options
@@ -103,6 +103,16 @@ def live_generations(user) -> list[VectorIndex]:
 def has_vectors(user) -> bool:
     """Whether the user has an index at all (a first one is made on first use, not here)."""
     return VectorIndex.objects.filter(user=user).exists()
+
+
+def memory_model_warming(host) -> bool:
+    """Whether the model that embeds the host's recall is still warming up in this process (the
+    built-in one loads in the background after a start; a connection's model needs no warming)."""
+    if embedder.state() != "loading":
+        return False
+    generation = reading_generation(host)
+    key = generation.model_key if generation else embedding.model_key(host)
+    return key == embedding.BUILTIN_KEY
 
 
 def reading_generation(user) -> VectorIndex | None:

@@ -47,6 +47,13 @@ def remember(request: HttpRequest) -> HttpResponse:
     return redirect("accounts:settings")
 
 
+@require_GET
+def model_state(request: HttpRequest, pk: int) -> JsonResponse:
+    """Whether this chat's memory model is still warming up (the chat page asks until it is not)."""
+    room = permissions.room_for_member(request.user, pk)
+    return JsonResponse({"warming": selectors.memory_model_warming(room.host)})
+
+
 @require_POST
 def backfill_start(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_host(request.user, pk)

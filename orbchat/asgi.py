@@ -19,7 +19,7 @@ django_asgi_app = ConcurrencyLimit(get_asgi_application())
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from orbchat.connections import gateway  # noqa: E402
+from orbchat.connections import embedder, gateway  # noqa: E402
 from orbchat.origins import SameOriginValidator  # noqa: E402
 from orbchat.routing import websocket_urlpatterns  # noqa: E402
 
@@ -40,3 +40,6 @@ def _warm_up() -> None:
 
 
 threading.Thread(target=_warm_up, name="warm-up", daemon=True).start()
+# The embedding model loads in the background from now; a reply waits for it at most
+# embedder.WARM_WAIT_SECONDS, and the chat page says "warming up the memory model…" meanwhile.
+embedder.serve_web()

@@ -167,6 +167,8 @@ LOCAL_MODELS_DIR = Path(env.get("LOCAL_MODELS_DIR", str(DATA_DIR / "models"))).r
 EMBEDDER_BACKEND = env.get("EMBEDDER_BACKEND", "onnx").strip().lower()
 if EMBEDDER_BACKEND not in ("onnx", "onnx-int8", "torch"):
     raise ValueError(f"EMBEDDER_BACKEND must be onnx, onnx-int8 or torch, got {EMBEDDER_BACKEND!r}")
+# Where the ONNX export of the built-in embedding model is written and read.
+EMBEDDER_DIR = Path(env.get("EMBEDDER_DIR", str(DATA_DIR / "embedder"))).resolve()
 
 # --- Services -------------------------------------------------------------------------------
 REDIS_URL = env.redis_url()

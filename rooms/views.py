@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from memory import tasks as memory_tasks
-from memory.selectors import memory_on, room_memory_status, tuning_get
+from memory.selectors import memory_model_warming, memory_on, room_memory_status, tuning_get
 from orbchat.connections.selectors import model_roles_get
 from orbchat.interop import chats as chat_codec
 from orbchat.interop.errors import InteropError
@@ -63,6 +63,7 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
     page = presenters.room_page(room, at=at, csrf_token=get_token(request))
     people = selectors.room_people(room)
     tuning = tuning_get()
+    memory = memory_on(room, tuning) and tuning.mode != "off"
     context = {
         "room": room,
         "page": page,
@@ -71,7 +72,8 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "is_host": room.host_id == request.user.pk,
         "options": room_options(room),
         "offer_for_me": room.host_offer_to_id == request.user.pk,
-        "memory_on": memory_on(room, tuning) and tuning.mode != "off",
+        "memory_on": memory,
+        "memory_warming": memory and memory_model_warming(room.host),
         **people,
         "nav": "home",
     }

@@ -81,9 +81,11 @@ def test_the_export_is_made_once_and_reused(monkeypatch):
 
 
 WEB_PROCESS = """
-import sys
+import sys, time
 import orbchat.asgi
 from orbchat.connections import embedder, embedding
+while embedder.state() != "ready":
+    time.sleep(0.1)
 embedder.embed(["The knight lost the key."])
 embedding.embed_query(embedding.BUILTIN_KEY, "the key")
 print(sorted(name for name in sys.modules if name == "torch" or name.startswith("torch.")))
@@ -110,3 +112,71 @@ def test_a_failed_export_says_why(tmp_path):
         RuntimeError, match="exporting the embedding model to ONNX failed: NotADirectoryError"
     ):
         embedder._export_in_child(tmp_path / "a-file" / "embedder")
+
+
+COLD_WEB_PROCESS = """
+import time
+import orbchat.asgi
+from orbchat.connections import embedder
+print("state", embedder.state(), flush=True)
+start = time.monotonic()
+try:
+    embedder.embed_query("Where is the brass key?")
+except embedder.StillWarming as exc:
+    print("waited", round(time.monotonic() - start, 2), exc, flush=True)
+"""
+
+
+def test_a_fresh_web_process_warms_the_model_and_waits_at_most_two_seconds_for_it(settings, tmp_path):
+    """A first start exports the model (tens of seconds): a query meanwhile gives up within 2 s."""
+    from tests.services import Process
+
+    environment = {"ORBCHAT_DATA_DIR": str(settings.DATA_DIR), "EMBEDDER_DIR": str(tmp_path / "embedder")}
+    process = Process("cold-web", [sys.executable, "-c", COLD_WEB_PROCESS], log_dir=tmp_path, env=environment)
+    try:
+        process.popen.wait(timeout=120)
+    finally:
+        process.stop()
+    lines = process.log.read_text().splitlines()
+    assert "state loading" in lines
+    waited = next(line for line in lines if line.startswith("waited"))
+    seconds = float(waited.split()[1])
+    assert embedder.WARM_WAIT_SECONDS <= seconds < embedder.WARM_WAIT_SECONDS + 0.5
+    assert "still warming up" in waited
+
+
+THREADS_PROCESS = """
+import sys, threading
+if sys.argv[1] == "web":
+    import orbchat.asgi
+else:
+    import django; django.setup()
+import torch
+from orbchat.connections import embedder
+encoder = embedder.load("torch")
+seen = set()
+for _ in range(3):
+    embedder.embed_query("Where is the brass key?")
+    embedder.embed(["The knight lost the key.", "Bake bread at dawn."] * 8)
+    seen.add(torch.get_num_threads())
+print(sorted(seen))
+"""
+
+
+@pytest.mark.parametrize(("process", "threads"), [("web", 1), ("worker", len(os.sched_getaffinity(0)))])
+def test_torch_threads_are_set_once_per_process_never_per_call(settings, process, threads):
+    environment = {
+        **os.environ,
+        "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
+        "EMBEDDER_BACKEND": "torch",
+        "DJANGO_SETTINGS_MODULE": "orbchat.settings",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", THREADS_PROCESS, process],
+        env=environment,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip().splitlines()[-1] == f"[{threads}]"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from memory import blocks, index, jobs
@@ -74,19 +74,20 @@ def index_room(
     generations = generations_ensure(room.host)
     clock = time.perf_counter()
     count = 0
-    # Every summary's text is hashed, but only the changed ones are read as whole rows.
-    changed = [
-        pk
-        for pk, text, indexed in Summary.objects.filter(room=room).values_list("pk", "text", "indexed_hash")
-        if indexed != index.text_hash(text)
-    ]
+    # Each summary stores the hash of its text: the changed ones are found by the database.
+    changed = list(
+        Summary.objects.filter(room=room)
+        .filter(Q(indexed_hash="") | ~Q(indexed_hash=F("text_hash")))
+        .values_list("pk", flat=True)
+    )
     for start in range(0, len(changed), index.BATCH):
         batch = list(Summary.objects.filter(pk__in=changed[start : start + index.BATCH]))
         for position, generation in enumerate(generations):
             upsert_memories_into(generation, batch, required=position == 0)
         for summary in batch:
+            digest = index.text_hash(summary.text)
             Summary.objects.filter(pk=summary.pk, text=summary.text).update(
-                indexed_hash=index.text_hash(summary.text)
+                text_hash=digest, indexed_hash=digest
             )
         count += len(batch)
         if beat:
@@ -124,12 +125,16 @@ def index_scenes(
     only new and changed blocks, not the whole chat.
     """
     last_block = fresh_start // t.block_size  # blocks before this one are complete
-    known = {s.block: s for s in Scene.objects.filter(room=room)}
+    scenes = Scene.objects.filter(room=room, block__lt=last_block)
+    # Only the chunks whose indexed hash was cleared (or never set) are read as rows; a block with
+    # no chunk yet (new, or holding no visible message last time) is found among the numbers.
+    known = {s.block: s for s in scenes.filter(Q(indexed_hash="") | ~Q(indexed_hash=F("text_hash")))}
+    indexed = set(scenes.values_list("block", flat=True)) - set(known)
     todo: list[tuple[Scene, str, str, list[Line]]] = []
     for block in range(last_block):
-        scene = known.get(block)
-        if scene is not None and scene.indexed_hash and scene.indexed_hash == scene.text_hash:
+        if block in indexed:
             continue
+        scene = known.get(block)
         start, end = blocks.block_range(0, block, t)
         lines = message_lines(room, start, end)
         if not lines:

@@ -101,9 +101,8 @@ def reembed(summary: Summary) -> str:
     except Exception as exc:  # noqa: BLE001 - the vector store is down: the next run indexes it
         log.exception("re-embedding summary %s failed", summary.pk)
         return REEMBED_FAILED.format(reason=str(exc) or exc.__class__.__name__)
-    Summary.objects.filter(pk=summary.pk, text=summary.text).update(
-        indexed_hash=index.text_hash(summary.text)
-    )
+    digest = index.text_hash(summary.text)
+    Summary.objects.filter(pk=summary.pk, text=summary.text).update(text_hash=digest, indexed_hash=digest)
     return ""
 
 
@@ -122,6 +121,7 @@ def memory_edit(*, room: Room, summary_id: int, text: str) -> tuple[Summary, str
         for name, value in _parts(text).items():
             setattr(summary, name, value)
         summary.text = text
+        summary.text_hash = index.text_hash(text)
         summary.source = Summary.Source.PERSON
         summary.model = ""
         summary.stale = False
@@ -188,6 +188,7 @@ def memory_add(
             seq_from=seq_from,
             seq_to=seq_to,
             text=text,
+            text_hash=index.text_hash(text),
             source=Summary.Source.PERSON,
             pinned=pinned,
             **_parts(text),

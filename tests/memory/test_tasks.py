@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -13,6 +14,7 @@ from channels.layers import channel_layers
 from memory import index, selectors, tasks
 from memory.models import RoomMemory, Summary
 from orbchat import redis
+from orbchat.celery import WORKER_NICE
 from orbchat.connections import services as connection_services
 from orbchat.consumers import user_group
 from rooms import services as room_services
@@ -89,6 +91,16 @@ def test_a_committed_reply_gets_its_summary_from_the_worker(room, celery_worker)
     summary = Summary.objects.get(room=room, tier=0, block=0)
     assert summary.source == Summary.Source.EXTRACTIVE
     wait_for(lambda: Summary.objects.get(pk=summary.pk).indexed_hash != "", what="indexing")
+
+
+def test_the_worker_and_its_pool_run_below_the_web_process_priority(room, celery_worker):
+    story_room(room, 15)
+    finish_a_reply(room)  # a pool process (prefork, as `make run` starts it) is up once it has done a task
+    wait_for(lambda: Summary.objects.filter(room=room, tier=0, block=0).exists(), what="the first summary")
+    worker = celery_worker.popen.pid
+    pool = [int(pid) for pid in Path(f"/proc/{worker}/task/{worker}/children").read_text().split()]
+    for pid in [worker, *pool]:
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICE
 
 
 def test_a_failing_utility_model_is_retried_then_the_host_is_told(room, host, fake_llm, celery_worker):

@@ -222,6 +222,52 @@ def test_a_catch_up_reads_only_new_and_changed_stretches_however_long_the_chat(r
     assert "fog bell" in chunk_text(longer, 0)
 
 
+def catch_up_counted(room) -> tuple[passes.Report, int]:
+    """Run a catch-up; return its report and how many queries it made."""
+    with CaptureQueriesContext(connection) as queries:
+        report = passes.catch_up(room.pk)
+    return report, len(queries)
+
+
+def test_an_unchanged_chat_plans_nothing_in_as_many_queries_however_long(room, host):
+    longer = room_services.room_create_from_character(host=host, character=room.seats.get().character)
+    story_room(room, 40)
+    story_room(longer, 400)
+    counts = []
+    for chat in (room, longer):
+        passes.catch_up(chat.pk)
+        report, queries = catch_up_counted(chat)
+        assert (report.written, report.deleted, report.indexed) == (0, 0, 0)
+        counts.append(queries)
+    assert counts[0] == counts[1]
+
+
+def test_an_edit_to_one_old_message_replans_only_its_block_in_as_many_queries_however_long(room, host):
+    longer = room_services.room_create_from_character(host=host, character=room.seats.get().character)
+    story_room(room, 200)
+    story_room(longer, 400)
+    counts = []
+    for chat in (room, longer):
+        passes.catch_up(chat.pk)
+        before = {(s.tier, s.block): s.updated_at for s in Summary.objects.filter(room=chat)}
+        room_services.message_edit(message=chat.messages.get(seq=5), text="The ferryman stole the brass key.")
+        report, queries = catch_up_counted(chat)
+        after = {(s.tier, s.block): s.updated_at for s in Summary.objects.filter(room=chat)}
+        assert {key for key in after if after[key] != before[key]} == {(0, 0), (1, 0), (2, 0)}
+        assert report.written == 3 and report.scenes_indexed == 1
+        assert "ferryman stole" in chunk_text(chat, 0)
+        counts.append(queries)
+    assert counts[0] == counts[1]
+
+
+def test_a_summary_indexed_before_its_hash_was_stored_is_indexed_again_once(room):
+    story_room(room, 40)
+    passes.catch_up(room.pk)
+    Summary.objects.filter(room=room, tier=0, block=1).update(text_hash="")  # as the migration found it
+    assert passes.catch_up(room.pk).indexed == 1
+    assert passes.catch_up(room.pk).indexed == 0
+
+
 def test_a_new_block_size_cuts_the_transcript_chunks_anew(room):
     story_room(room, 40)
     passes.catch_up(room.pk)
