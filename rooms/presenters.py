@@ -9,10 +9,12 @@ renders only the messages that changed since anyone last saw them.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
 from django.template.loader import get_template
+from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -32,6 +34,17 @@ _FRAGMENTS = HtmlCache("message", max_chars=32_000_000)
 
 AT_BEFORE = 10  # messages shown before the one a link lands on
 
+SPEAKER_COLOURS = 8  # the site's palette of speaker colours (`.speaker-c0` … in site.css)
+
+
+def speaker_colour(name: str) -> int:
+    """A speaker's colour in the palette, the same for a name in every chat and on every page."""
+    return zlib.crc32(name.strip().casefold().encode()) % SPEAKER_COLOURS
+
+
+def speaker_initial(name: str) -> str:
+    return (name.strip()[:1] or "?").upper()
+
 
 @dataclass
 class MessageView:
@@ -42,6 +55,25 @@ class MessageView:
     @property
     def streaming(self) -> bool:
         return self.variant is not None and self.variant.state == Variant.State.STREAMING
+
+    @property
+    def colour(self) -> int:
+        return speaker_colour(self.message.speaker_name)
+
+    @property
+    def initial(self) -> str:
+        return speaker_initial(self.message.speaker_name)
+
+    @property
+    def avatar_url(self) -> str:
+        """The speaker's picture: the seated character's card image, or the persona its author
+        writes as in this room; "" for a speaker with neither (an imported message)."""
+        m = self.message
+        if m.kind == Message.Kind.CHARACTER and m.seat_id is not None:
+            return reverse("rooms:seat_avatar", args=[m.room_id, m.seat_id])
+        if m.kind == Message.Kind.HUMAN and m.author_id is not None:
+            return reverse("rooms:person_avatar", args=[m.room_id, m.author_id])
+        return ""
 
     @cached_property
     def html(self) -> str:
@@ -63,6 +95,7 @@ def message_view(message: Message, variants: list[Variant] | None = None) -> Mes
 # columns alone, as plain tuples, to find its partials in the cache.
 MESSAGE_FIELDS = (
     "pk", "room_id", "seq", "kind", "hidden", "author_id", "speaker_name", "created_at", "active_index",
+    "seat_id",
 )  # fmt: skip
 VARIANT_FIELDS = ("pk", "message_id", "index", "state", "tokens", "model", "text")
 _STREAMING = Variant.State.STREAMING.value
