@@ -406,6 +406,8 @@
     const menu = item.querySelector(".more-menu");
     const show = open === undefined ? menu.hidden : open;
     menu.hidden = !show;
+    menu.classList.remove("up");
+    if (show && menu.getBoundingClientRect().bottom > scroller.getBoundingClientRect().bottom) menu.classList.add("up");
     item.classList.toggle("menu-open", show);
     item.querySelector(".more-toggle").setAttribute("aria-expanded", String(show));
   }
