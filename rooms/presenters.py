@@ -24,6 +24,7 @@ from rooms.models import Message, Variant
 from rooms.rendering import RENDERER_KEY, HtmlCache, digest, render_cached
 
 MESSAGE_TEMPLATE = "rooms/_message.html"
+AVATAR_TEMPLATE = "rooms/_avatar.html"  # included by the message partial
 
 # The cached partials carry this in place of a CSRF token. Message text is always escaped, so
 # no text can spell the whole input tag with its quotes: only the tag the template made matches.
@@ -102,9 +103,9 @@ _STREAMING = Variant.State.STREAMING.value
 
 
 def _page_version() -> str:
-    """What every partial on this page depends on besides its message: the partial's source,
-    the Markdown renderer, the time zone and the language."""
-    source = get_template(MESSAGE_TEMPLATE).template.source
+    """What every partial on this page depends on besides its message: the partial's source
+    (with the avatar it includes), the Markdown renderer, the time zone and the language."""
+    source = get_template(MESSAGE_TEMPLATE).template.source + get_template(AVATAR_TEMPLATE).template.source
     return digest(source, RENDERER_KEY, timezone.get_current_timezone_name(), translation.get_language())
 
 
