@@ -169,6 +169,7 @@ def test_the_action_bar_shows_on_hover_or_focus_and_the_rare_actions_sit_in_the_
     expect(fork).to_be_visible()
     expect(reply.get_by_role("button", name="Delete from here")).to_be_visible()
     expect(edit).to_be_visible()
+    expect(bar).to_have_css("opacity", "1")
     shot(page, "message-menu", size)
     page.keyboard.press("Escape")
     expect(fork).to_be_hidden()
