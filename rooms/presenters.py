@@ -9,10 +9,12 @@ renders only the messages that changed since anyone last saw them.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
 from django.template.loader import get_template
+from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -22,6 +24,7 @@ from rooms.models import Message, Variant
 from rooms.rendering import RENDERER_KEY, HtmlCache, digest, render_cached
 
 MESSAGE_TEMPLATE = "rooms/_message.html"
+AVATAR_TEMPLATE = "rooms/_avatar.html"  # included by the message partial
 
 # The cached partials carry this in place of a CSRF token. Message text is always escaped, so
 # no text can spell the whole input tag with its quotes: only the tag the template made matches.
@@ -31,6 +34,17 @@ CSRF_INPUT = '<input type="hidden" name="csrfmiddlewaretoken" value="{}">'
 _FRAGMENTS = HtmlCache("message", max_chars=32_000_000)
 
 AT_BEFORE = 10  # messages shown before the one a link lands on
+
+SPEAKER_COLOURS = 8  # the site's palette of speaker colours (`.speaker-c0` … in site.css)
+
+
+def speaker_colour(name: str) -> int:
+    """A speaker's colour in the palette, the same for a name in every chat and on every page."""
+    return zlib.crc32(name.strip().casefold().encode()) % SPEAKER_COLOURS
+
+
+def speaker_initial(name: str) -> str:
+    return (name.strip()[:1] or "?").upper()
 
 
 @dataclass
@@ -42,6 +56,25 @@ class MessageView:
     @property
     def streaming(self) -> bool:
         return self.variant is not None and self.variant.state == Variant.State.STREAMING
+
+    @property
+    def colour(self) -> int:
+        return speaker_colour(self.message.speaker_name)
+
+    @property
+    def initial(self) -> str:
+        return speaker_initial(self.message.speaker_name)
+
+    @property
+    def avatar_url(self) -> str:
+        """The speaker's picture: the seated character's card image, or the persona its author
+        writes as in this room; "" for a speaker with neither (an imported message)."""
+        m = self.message
+        if m.kind == Message.Kind.CHARACTER and m.seat_id is not None:
+            return reverse("rooms:seat_avatar", args=[m.room_id, m.seat_id])
+        if m.kind == Message.Kind.HUMAN and m.author_id is not None:
+            return reverse("rooms:person_avatar", args=[m.room_id, m.author_id])
+        return ""
 
     @cached_property
     def html(self) -> str:
@@ -63,15 +96,16 @@ def message_view(message: Message, variants: list[Variant] | None = None) -> Mes
 # columns alone, as plain tuples, to find its partials in the cache.
 MESSAGE_FIELDS = (
     "pk", "room_id", "seq", "kind", "hidden", "author_id", "speaker_name", "created_at", "active_index",
+    "seat_id",
 )  # fmt: skip
 VARIANT_FIELDS = ("pk", "message_id", "index", "state", "tokens", "model", "text")
 _STREAMING = Variant.State.STREAMING.value
 
 
 def _page_version() -> str:
-    """What every partial on this page depends on besides its message: the partial's source,
-    the Markdown renderer, the time zone and the language."""
-    source = get_template(MESSAGE_TEMPLATE).template.source
+    """What every partial on this page depends on besides its message: the partial's source
+    (with the avatar it includes), the Markdown renderer, the time zone and the language."""
+    source = get_template(MESSAGE_TEMPLATE).template.source + get_template(AVATAR_TEMPLATE).template.source
     return digest(source, RENDERER_KEY, timezone.get_current_timezone_name(), translation.get_language())
 
 

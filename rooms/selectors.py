@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from orbchat.library.selectors import persona_default
 from rooms.models import Invite, Member, Room, Seat, Variant
 from rooms.timeline import ticks, timeline
 
@@ -13,6 +14,27 @@ def visible_rooms(*, user) -> QuerySet[Room]:
     """Rooms `user` hosts or is an active member of."""
     member_of = Member.objects.filter(user=user, state=Member.State.ACTIVE).values("room_id")
     return Room.objects.filter(Q(host=user) | Q(pk__in=member_of))
+
+
+def seat_avatar(room: Room, *, seat_pk: int):
+    """The picture of the character in one of `room`'s seats (its card's image), or None."""
+    seat = Seat.objects.filter(room=room, pk=seat_pk).select_related("character").first()
+    if seat is None or seat.character is None or not seat.character.avatar:
+        return None
+    return seat.character.avatar
+
+
+def person_avatar(room: Room, *, user_pk: int):
+    """The picture of the persona a person of `room` (its host, or a member now or before)
+    writes as there, or None."""
+    if user_pk == room.host_id:
+        persona = room.persona if room.persona_id is not None else persona_default(user=room.host)
+    else:
+        member = Member.objects.filter(room=room, user_id=user_pk).select_related("persona", "user").first()
+        if member is None:
+            return None
+        persona = member.persona or persona_default(user=member.user)
+    return persona.avatar if persona is not None and persona.avatar else None
 
 
 def hosted_rooms(*, user) -> QuerySet[Room]:

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import mimetypes
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -78,6 +80,34 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "nav": "home",
     }
     return render(request, "rooms/room.html", context)
+
+
+# What an avatar without a picture answers: a transparent image, so the speaker's initial drawn
+# beneath it shows through and the image never reads as broken.
+NO_PICTURE = b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1 1"/>'
+
+
+def _avatar_response(field) -> HttpResponse:
+    if field:
+        content_type = mimetypes.guess_type(field.name)[0] or "image/png"
+        response = FileResponse(field.open("rb"), content_type=content_type)
+    else:
+        response = HttpResponse(NO_PICTURE, content_type="image/svg+xml")
+    response["Cache-Control"] = "private, max-age=300"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def seat_avatar(request: HttpRequest, pk: int, seat_pk: int) -> HttpResponse:
+    """The picture of a seated character, for everyone in the room."""
+    room = permissions.room_for_member(request.user, pk)
+    return _avatar_response(selectors.seat_avatar(room, seat_pk=seat_pk))
+
+
+def person_avatar(request: HttpRequest, pk: int, user_pk: int) -> HttpResponse:
+    """The picture of the persona a person writes as in the room, for everyone in the room."""
+    room = permissions.room_for_member(request.user, pk)
+    return _avatar_response(selectors.person_avatar(room, user_pk=user_pk))
 
 
 MESSAGES_PAGE = 50

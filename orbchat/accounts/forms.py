@@ -40,3 +40,12 @@ class AccessTokenForm(forms.Form):
         max_length=AccessToken._meta.get_field("name").max_length,
         help_text="What uses it, e.g. “backup script”.",
     )
+
+
+class AppearanceForm(forms.ModelForm):
+    """How the site looks and how the composer sends, for one account."""
+
+    class Meta:
+        model = User
+        fields = ["theme", "text_size", "enter_sends_on_phone"]
+        labels = {"theme": "Theme", "text_size": "Text size"}

@@ -11,11 +11,29 @@ class User(AbstractUser):
         ADMIN = "admin", "Admin"
         USER = "user", "User"
 
+    class Theme(models.TextChoices):
+        SYSTEM = "system", "As the device is set"
+        LIGHT = "light", "Light"
+        DARK = "dark", "Dark"
+
+    class TextSize(models.TextChoices):
+        SMALL = "small", "Small"
+        NORMAL = "normal", "Normal"
+        LARGE = "large", "Large"
+        LARGER = "larger", "Larger"
+
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.USER)
     remember_long_chats = models.BooleanField(
         "Remember earlier in long chats",
         default=True,
         help_text="Summarise older messages of the chats you host and recall them when they matter.",
+    )
+    theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
+    text_size = models.CharField(max_length=8, choices=TextSize.choices, default=TextSize.NORMAL)
+    enter_sends_on_phone = models.BooleanField(
+        "Enter sends on a phone",
+        default=False,
+        help_text="Off: on a phone Enter starts a new line and Ctrl+Enter (or the Send button) sends.",
     )
 
     class Meta(AbstractUser.Meta):

@@ -43,6 +43,16 @@ def owner_create(*, username: str, password: str) -> User:
 
 
 @transaction.atomic
+def user_appearance_set(*, user: User, theme: str, text_size: str, enter_sends_on_phone: bool) -> User:
+    """Store how the site looks for `user` (theme, text size) and how their phone composer sends."""
+    if theme not in User.Theme.values or text_size not in User.TextSize.values:
+        raise ValidationError("Unknown theme or text size.")
+    user.theme, user.text_size, user.enter_sends_on_phone = theme, text_size, enter_sends_on_phone
+    user.save(update_fields=["theme", "text_size", "enter_sends_on_phone"])
+    return user
+
+
+@transaction.atomic
 def user_create(*, actor: User, username: str, password: str, role: str) -> User:
     """Create an account on behalf of the owner or an admin."""
     if not actor.can_manage_users:

@@ -25,6 +25,7 @@ urlpatterns = [
         auth_views.PasswordChangeDoneView.as_view(template_name="accounts/password_done.html"),
         name="password_done",
     ),
+    path("settings/appearance/", views.appearance_set, name="appearance"),
     path("settings/tokens/", views.token_create, name="token_create"),
     path("settings/tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
     path("settings/users/", views.user_list, name="users"),

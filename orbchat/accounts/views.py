@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from orbchat.accounts import selectors, services, throttle
-from orbchat.accounts.forms import AccessTokenForm, SetupForm, UserCreateForm
+from orbchat.accounts.forms import AccessTokenForm, AppearanceForm, SetupForm, UserCreateForm
 from orbchat.accounts.models import AccessToken, User
 
 
@@ -65,13 +65,32 @@ def settings_home(request: HttpRequest) -> HttpResponse:
     return _settings_page(request, AccessTokenForm())
 
 
-def _settings_page(request: HttpRequest, token_form: AccessTokenForm, *, new_token: str = "") -> HttpResponse:
+def _settings_page(
+    request: HttpRequest,
+    token_form: AccessTokenForm,
+    *,
+    new_token: str = "",
+    appearance_form: AppearanceForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
     context = {
         "token_form": token_form,
+        "appearance_form": appearance_form or AppearanceForm(instance=request.user),
         "tokens": selectors.token_list(user=request.user),
         "new_token": new_token,
     }
-    return render(request, "accounts/settings.html", context)
+    return render(request, "accounts/settings.html", context, status=status)
+
+
+@require_POST
+def appearance_set(request: HttpRequest) -> HttpResponse:
+    """Theme, text size and the phone's Enter key, stored on the account."""
+    form = AppearanceForm(request.POST, instance=User.objects.get(pk=request.user.pk))
+    if not form.is_valid():
+        return _settings_page(request, AccessTokenForm(), appearance_form=form, status=400)
+    services.user_appearance_set(user=request.user, **form.cleaned_data)
+    messages.success(request, "Appearance saved.")
+    return redirect("accounts:settings")
 
 
 @require_POST

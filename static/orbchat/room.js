@@ -276,7 +276,13 @@
     }
     renderDetail();
   }
+  function closeMemory() {
+    memoryPopover.hidden = true;
+    memoryIcon.setAttribute("aria-expanded", "false");
+    memoryIcon.focus();
+  }
   memoryIcon?.addEventListener("click", openMemory);
+  document.getElementById("memory-close")?.addEventListener("click", closeMemory);
   document.addEventListener("orbchat:socket", (event) => {
     const data = event.detail;
     if (data.type === "recall_detail" && String(data.room) === roomId) {
@@ -357,24 +363,84 @@
     return response;
   }
 
+  // Inline edit: the text gives way to a box with Save and Cancel; Cancel (or Esc) puts the
+  // text back as it was.
   function startEdit(item) {
+    if (item.querySelector(".edit-box")) return;
     const raw = item.querySelector("template.raw").innerHTML;
     const box = document.createElement("textarea");
     box.className = "edit-box";
+    box.setAttribute("aria-label", "Edit the message");
     box.value = new DOMParser().parseFromString(raw, "text/html").documentElement.textContent;
     box.rows = Math.min(20, box.value.split("\n").length + 1);
-    const save = document.createElement("button");
+    const save = element("button", "Save edit", "primary");
     save.type = "button";
-    save.textContent = "Save edit";
-    save.className = "primary";
+    const cancel = element("button", "Cancel");
+    cancel.type = "button";
+    cancel.dataset.cancel = "";
+    const buttons = element("div", undefined, "edit-buttons");
+    buttons.append(save, cancel);
     const text = item.querySelector(".text");
-    text.replaceChildren(box, save);
+    const before = [...text.childNodes];
+    text.replaceChildren(box, buttons);
     box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+    item.cancelEdit = () => {
+      text.replaceChildren(...before);
+      delete item.cancelEdit;
+      input.focus();
+    };
+    cancel.addEventListener("click", () => item.cancelEdit());
     save.addEventListener("click", async () => {
       const response = await post(url("edit", item.dataset.id), { text: box.value });
       if (response.ok) upsert(item.dataset.id, await response.text());
     });
   }
+
+  // The ⋯ menu of a message (the rarely used actions); one open at a time.
+  function closeMenus(except) {
+    list.querySelectorAll(".message.menu-open").forEach((item) => {
+      if (item === except) return;
+      item.classList.remove("menu-open");
+      item.querySelector(".more-menu").hidden = true;
+      item.querySelector(".more-toggle").setAttribute("aria-expanded", "false");
+    });
+  }
+
+  function toggleMenu(item, open) {
+    closeMenus(item);
+    const menu = item.querySelector(".more-menu");
+    const show = open === undefined ? menu.hidden : open;
+    menu.hidden = !show;
+    menu.classList.remove("up");
+    if (show && menu.getBoundingClientRect().bottom > scroller.getBoundingClientRect().bottom) menu.classList.add("up");
+    item.classList.toggle("menu-open", show);
+    item.querySelector(".more-toggle").setAttribute("aria-expanded", String(show));
+  }
+
+  document.addEventListener("click", (event) => {
+    if (!event.target.closest(".message-actions")) closeMenus(null);
+  });
+
+  // A long press on a message (touch) opens its actions.
+  let pressTimer = null;
+  list.addEventListener("pointerdown", (event) => {
+    if (event.pointerType !== "touch") return;
+    const item = event.target.closest(".message");
+    if (!item || event.target.closest("button, a, textarea, input, summary")) return;
+    pressTimer = setTimeout(() => { pressTimer = null; toggleMenu(item, true); }, 500);
+  });
+  ["pointerup", "pointercancel", "pointermove"].forEach((name) => list.addEventListener(name, (event) => {
+    if (name === "pointermove" && Math.abs(event.movementX) + Math.abs(event.movementY) < 4) return;
+    clearTimeout(pressTimer);
+    pressTimer = null;
+  }));
+  list.addEventListener("contextmenu", (event) => {
+    if (event.pointerType === "touch" || matchMedia("(hover: none)").matches) {
+      const item = event.target.closest(".message");
+      if (item && !event.target.closest("a, textarea, input")) event.preventDefault();
+    }
+  });
 
   list.addEventListener("click", async (event) => {
     const button = event.target.closest("[data-action]");
@@ -383,6 +449,7 @@
     const id = item.dataset.id;
     const action = button.dataset.action;
     if (action === "swipe") send({ type: "swipe", message: id, direction: button.dataset.direction });
+    else if (action === "more") toggleMenu(item);
     else if (action === "edit") startEdit(item);
     else if (action === "copy") {
       const raw = new DOMParser().parseFromString(item.querySelector("template.raw").innerHTML, "text/html");
@@ -408,10 +475,61 @@
     input.value = "";
     if (!later) follow();
   });
+  // Enter sends and Shift+Enter starts a new line; on a phone (a touch screen) Enter starts a
+  // new line unless the account chose "Enter sends on a phone"; Ctrl+Enter always sends.
+  const phone = matchMedia("(hover: none) and (pointer: coarse)");
+  function enterSends() {
+    return !phone.matches || document.documentElement.hasAttribute("data-enter-sends-on-phone");
+  }
+  function describeKeys() {
+    input.placeholder = enterSends()
+      ? "Write as your persona… (Enter sends, Shift+Enter for a new line)"
+      : "Write as your persona… (Ctrl+Enter or Send sends)";
+  }
+  describeKeys();
+  phone.addEventListener("change", describeKeys);
   input.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey) {
+    if (event.key !== "Enter" || event.isComposing) return;
+    if (event.ctrlKey || event.metaKey || (!event.shiftKey && enterSends())) {
       event.preventDefault();
       document.getElementById("composer").requestSubmit();
+    }
+  });
+
+  // Keyboard shortcuts: ↑ in an empty composer edits your last message; ←/→ swipe the last
+  // reply (from an empty composer or from no text field); Esc cancels an inline edit, closes
+  // the memory panel or a menu, or stops the reply being written.
+  function lastMine() {
+    const mine = list.querySelectorAll(".message.mine");
+    return mine[mine.length - 1] || null;
+  }
+  function typing(target) {
+    return target.closest("textarea, input, select, [contenteditable]") !== null;
+  }
+  document.addEventListener("keydown", (event) => {
+    if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey || event.isComposing) return;
+    const inComposer = event.target === input;
+    const free = inComposer ? input.value === "" : !typing(event.target);
+    if (event.key === "Escape") {
+      const editing = event.target.closest(".message")?.cancelEdit ? event.target.closest(".message")
+        : [...list.querySelectorAll(".message")].find((item) => item.cancelEdit);
+      if (editing) editing.cancelEdit();
+      else if (memoryPopover && !memoryPopover.hidden) closeMemory();
+      else if (list.querySelector(".message.menu-open")) closeMenus(null);
+      else if (root.dataset.role === "host" && list.querySelector(".message.streaming")) send({ type: "stop" });
+      else return;
+      event.preventDefault();
+    } else if (event.key === "ArrowUp" && inComposer && input.value === "") {
+      const item = lastMine();
+      if (!item) return;
+      event.preventDefault();
+      startEdit(item);
+    } else if ((event.key === "ArrowLeft" || event.key === "ArrowRight") && free && !event.shiftKey) {
+      const last = list.lastElementChild;
+      const arrow = last?.querySelector(`.swipes [data-direction="${event.key === "ArrowLeft" ? "left" : "right"}"]`);
+      if (!arrow || arrow.disabled || arrow.offsetParent === null || later) return;
+      event.preventDefault();
+      arrow.click();
     }
   });
   root.addEventListener("click", (event) => {

@@ -67,6 +67,7 @@ def test_chat_send_stream_swipe_regenerate_continue_edit_fork_delete(chat_page, 
 
     page.get_by_role("button", name="Continue").click()
     expect(last_message(page)).to_contain_text("And she smiles.")
+    expect(page.locator(".message.streaming")).to_have_count(0)
 
     last_message(page).get_by_role("button", name="Edit").click()
     last_message(page).locator("textarea.edit-box").fill("An edited reply.")
@@ -76,9 +77,11 @@ def test_chat_send_stream_swipe_regenerate_continue_edit_fork_delete(chat_page, 
     expect(last_message(page)).to_contain_text("An edited reply.")
 
     page.once("dialog", lambda dialog: dialog.accept())
+    last_message(page).get_by_role("button", name="More actions").click()
     last_message(page).get_by_role("button", name="Delete", exact=True).click()
     expect(page.locator(".message", has_text="An edited reply.")).to_have_count(0)
 
+    page.locator(".message.human").last.get_by_role("button", name="More actions").click()
     page.locator(".message.human").last.get_by_role("button", name="Fork here").click()
     expect(page.get_by_text("Forked at message #1")).to_be_visible()
     expect(page.get_by_role("link", name="Mira")).to_be_visible()  # "forked from" link to the parent
