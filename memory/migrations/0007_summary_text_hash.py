@@ -19,7 +19,7 @@ def hash_texts(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0005_backfill_heartbeat"),
+        ("memory", "0006_tuning_quotes"),
     ]
 
     operations = [
