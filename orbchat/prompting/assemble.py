@@ -9,9 +9,10 @@ Cache-friendly assembly (`cache_friendly`, with `history_align`): consecutive pr
 share a long exact prefix, so a provider's prompt cache hits. The history window drops old
 messages a block of `history_align` message numbers at a time (its first message number is a
 multiple of it), and what changes every turn (the Memory section, world info activated by the
-recent messages, depth injections, the author's note) sits after the stable part: every depth
-injection deeper than `CACHE_DEPTH` moves up to it, and the Memory section and the activated world
-info of the fixed positions join them there, in front of the newest message.
+recent messages, depth injections, the author's note) sits after the stable part: depth
+injections keep the depths their authors gave them (a SillyTavern author's note four deep stays four
+deep), and the Memory section and the activated world info of the fixed positions join the author's
+note at its depth. Only the last few messages then differ from one prompt to the next.
 `Prompt.stable_messages` counts the leading messages that form the stable part.
 
 Token accounting: a prompt's size is the sum of `count_tokens(content)` over its messages, with no
@@ -52,7 +53,6 @@ IMPERSONATE_NUDGE = (
 )
 WORLD_AT_DEPTH_NAME = "World info (at depth)"
 DEPTH_PROMPT_NAME = "Character's note"
-CACHE_DEPTH = 1  # cache mode: what changes every turn goes in front of the newest message
 
 START_RE = re.compile(r"<START>", re.IGNORECASE)
 ORIGINAL_RE = re.compile(r"\{\{original\}\}", re.IGNORECASE)
@@ -199,7 +199,10 @@ class _Assembler:
         self.kept_seqs: list[int] = []
         self.world_injections: list[_Injection] = []
         self.note_injections: list[_Injection] = []
-        self.volatile_depth = min(_depth(inp.authors_note_depth), CACHE_DEPTH)
+        note = next(
+            (s for s in inp.sections if s.get("marker") == "authors_note" and s.get("enabled", True)), {}
+        )
+        self.volatile_depth = _note_depth(note, inp.authors_note_depth)
 
     def _default_context(self) -> MacroContext:
         inp, card = self.inp, self.card
@@ -315,10 +318,7 @@ class _Assembler:
         if marker == "authors_note":
             text = self.authors_note()
             part.add(_role(self.inp.authors_note_role), text)
-            if section.get("injection") == "depth":
-                part.depth = _depth(section.get("depth"))
-            else:
-                part.depth = _depth(self.inp.authors_note_depth)
+            part.depth = _note_depth(section, self.inp.authors_note_depth)
             return part
         if marker == "post_history":
             text = self.overridden(section, self.card.post_history_instructions)
@@ -356,7 +356,7 @@ class _Assembler:
 
     def add_activated_world(self, part: _Part) -> None:
         """Cache mode: the activated (not constant) entries of the fixed positions, in one message at
-        the cache depth (reported with the world info at depth)."""
+        the author's note depth (reported with the world info at depth)."""
         fixed = (Position.BEFORE_CHAR, Position.AFTER_CHAR, Position.EXAMPLES_TOP, Position.EXAMPLES_BOTTOM)
         text = "\n".join(i.content for i in self.world if i.position in fixed and not self.steady(i))
         if text.strip():
@@ -496,8 +496,6 @@ class _Assembler:
             if part.depth is not None:
                 result.extend(_Injection(part.depth, (0, index), message) for message in part.messages)
         result += self.note_injections + self.world_injections
-        if self.inp.cache_friendly:
-            result = [dataclasses.replace(i, depth=min(i.depth, CACHE_DEPTH)) for i in result]
         return result
 
 
@@ -530,6 +528,11 @@ def _msg(role: str, content: str) -> dict:
 
 def _role(role: object) -> str:
     return role if role in ROLES else "system"
+
+
+def _note_depth(section: dict, chat_depth: int) -> int:
+    """The author's note's depth: its section's own when the preset injects it, else the chat's."""
+    return _depth(section.get("depth") if section.get("injection") == "depth" else chat_depth)
 
 
 def _depth(depth: object) -> int:

@@ -14,6 +14,7 @@ from orbchat.connections import services as connection_services
 from rooms import members
 from rooms import services as room_services
 from rooms.models import Invite
+from tests.browser.test_reading import SCREENSHOTS
 from tests.browser.test_rooms import contexts, send, sign_in, socket_open  # noqa: F401 - fixtures
 from tests.factories import make_owner, make_user
 from tests.fakes.llm import Reply
@@ -80,8 +81,13 @@ def test_host_and_member_see_the_same_count_and_only_the_host_sees_scores(contex
     host.locator("#memory-icon").click()
     popover = host.get_by_role("dialog", name="Memory")
     expect(popover).to_contain_text("A fresh check with this room's current settings")
-    expect(popover.locator(".memory-kept li")).to_have_count(int(counts[0]))
+    # The count on the icon is summaries and quotes together; the host's detail lists both.
+    expect(popover.locator(".memory-kept li, .memory-quotes li")).to_have_count(int(counts[0]))
     expect(popover.locator(".memory-kept li").first).to_contain_text(
         re.compile(r"Tier \d · block \d+ · .* match \d+%")
     )
     expect(popover).to_contain_text("Query: “")
+    expect(popover).to_contain_text("Quotes from the past")
+    expect(popover.locator(".memory-quotes li").first).to_contain_text(re.compile(r"found by .*, score"))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    host.screenshot(path=str(SCREENSHOTS / "memory-popover-host-desktop.png"))

@@ -157,7 +157,8 @@ def test_host_and_member_share_a_room_until_the_member_is_kicked(contexts, fake_
     # 4. The host removes Teague mid-story; the timeline ends his bar at this message number.
     at_removal = int(host.locator("#messages > .message").last.get_attribute("data-seq")) + 1
     room.refresh_from_db()
-    assert at_removal == room.next_seq == 5
+    # Maren's greeting, Teague's greeting on taking his seat, two people's lines and two replies.
+    assert at_removal == room.next_seq == 6
     host.get_by_role("link", name="People & seats").click()
     host.locator(".seat-row", has_text=SECOND).get_by_role("button", name="Remove from the scene").click()
     expect(host.get_by_text(f"{SECOND} left the scene; earlier messages keep them.")).to_be_visible()

@@ -111,7 +111,7 @@ async def test_everyone_sees_recalling_then_the_count_and_only_the_host_gets_the
     assert detail["type"] == "recall_detail" and detail["room"] == room.pk
     assert detail["detail"]["query"].endswith("Tell me again about Quillon.")
     assert detail["detail"]["kept"] and all("score" in k for k in detail["detail"]["kept"])
-    assert len(detail["detail"]["kept"]) == done["count"]
+    assert len(detail["detail"]["kept"]) + len(detail["detail"]["quotes"]) == done["count"]
     await asyncio.sleep(0.5)
     assert await member_site.receive_nothing(timeout=0.5)  # never the detail, not even hidden
 
@@ -161,7 +161,11 @@ async def test_the_detail_over_http_is_for_the_host_only_and_is_a_fresh_check(ro
     await tab.disconnect()
 
     status, body = await detail_status(host, room)
-    assert status == 200 and body["fresh"] is True and body["turn_count"] == len(body["kept"])
+    assert (
+        status == 200
+        and body["fresh"] is True
+        and body["turn_count"] == len(body["kept"]) + len(body["quotes"])
+    )
     assert any(k["seq_from"] <= PLANT_AT <= k["seq_to"] for k in body["kept"])
     preview = await sync_to_async(preview_page)(host, room)
     assert "Recalled memories" in preview and "silver astrolabe" in preview  # the texts, for the host
@@ -190,7 +194,7 @@ async def test_a_broken_reranker_or_embedder_tells_the_host_and_the_reply_still_
     await long_shared_room(room, host, fake_llm)
     if broken == "reranker":
         await sync_to_async(rerank_from_nowhere)(host)
-        expected, count = "The Rerank model failed", 3
+        expected, count = "The Rerank model failed", 3 + 4  # three summaries by meaning alone, four quotes
     else:
         fake_llm.embeddings_status = 500
         expected, count = "Your library couldn't be searched", 0

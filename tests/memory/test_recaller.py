@@ -236,9 +236,10 @@ def test_memory_recall_command_prints_the_dry_run_as_json(long_room):
         "memory_recall", str(long_room.pk), "--message", "Tell me about Quillon.", "--json", stdout=out
     )
     report = json.loads(out.getvalue())
-    assert set(report) == {"mode", "query", "pool", "count", "kept", "rejected"}
+    assert set(report) == {"mode", "query", "pool", "count", "kept", "quotes", "rejected"}
     assert report["mode"] == "mixC" and report["query"].endswith("Tell me about Quillon.")
-    assert report["count"] == len(report["kept"]) >= 1
+    assert report["count"] == len(report["kept"]) + len(report["quotes"]) and report["kept"]
+    assert all(set(q) == {"seq", "speaker", "score", "text"} for q in report["quotes"])
     assert set(report["kept"][0]) == {"tier", "block", "seq_from", "seq_to", "score", "text"}
     assert all(set(r) == {"tier", "block", "reason"} for r in report["rejected"])
     assert any(k["seq_from"] <= PLANT_AT <= k["seq_to"] for k in report["kept"])

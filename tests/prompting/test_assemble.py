@@ -645,15 +645,25 @@ def _cache_input(history, **kwargs) -> PromptInput:
     )
 
 
-def test_cache_mode_puts_memory_world_info_and_note_just_before_the_newest_message():
+def test_cache_mode_puts_memory_and_activated_world_info_with_the_note_at_its_depth():
     prompt = assemble(_cache_input(chat(10)))
     contents = [m["content"] for m in prompt.messages]
-    newest = contents.index("message 10")
     volatile = {"Past events:\nAda lost the brass key.", "The lamp is Fresnel glass.", "Keep it quiet."}
-    assert volatile <= set(contents[prompt.stable_messages : newest])
-    assert not volatile & set(contents[: prompt.stable_messages])
+    # The author's note keeps SillyTavern's default depth: four messages from the end.
+    assert set(contents[prompt.stable_messages : prompt.stable_messages + 3]) == volatile
+    newest = contents.index("message 10")
+    assert contents[prompt.stable_messages + 3 : newest + 1] == [f"message {n}" for n in range(7, 11)]
     assert any("The island has one road." in text for text in contents[: prompt.stable_messages])
+    assert contents[prompt.stable_messages - 1] == "message 6"
+
+
+def test_cache_mode_honours_an_authors_note_depth_of_one():
+    inp = _cache_input(chat(10))
+    sections = [dict(s, depth=1) if s.get("marker") == "authors_note" else s for s in inp.sections]
+    prompt = assemble(replace(inp, sections=sections))
+    contents = [m["content"] for m in prompt.messages]
     assert contents[prompt.stable_messages - 1] == "message 9"
+    assert contents[prompt.stable_messages + 3] == "message 10"
 
 
 def test_cache_mode_keeps_the_prefix_when_the_chat_grows_and_memory_changes():

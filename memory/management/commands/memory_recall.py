@@ -51,6 +51,10 @@ class Command(BaseCommand):
                 }
                 for s in outcome.kept
             ],
+            "quotes": [
+                {"seq": q.turn.seq, "speaker": q.turn.speaker, "score": round(q.score, 4), "text": q.line}
+                for q in outcome.quotes
+            ],
             "rejected": [
                 {"tier": r.item.tier, "block": r.item.block, "reason": r.reason} for r in outcome.rejected
             ],
@@ -71,6 +75,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  kept   {s.item.label}  match {s.score:.0%}  {s.item.text.splitlines()[0][:60]}"
             )
+        for q in outcome.quotes:
+            self.stdout.write(f"  quote  #{q.turn.seq} {q.turn.speaker}  score {q.score:.3f}  {q.line[:60]}")
         for r in outcome.rejected:
             self.stdout.write(f"  reject {r.item.label}  {r.reason}")
 
