@@ -129,7 +129,7 @@ def test_host_and_member_share_a_room_until_the_member_is_kicked(contexts, fake_
     for page in (host, member):
         human = page.locator(".message.human").last
         expect(human).to_contain_text("Good evening, Maren Tallis.")
-        expect(human.locator(".speaker")).to_have_text("Traveller")
+        expect(human.locator(".speaker")).to_have_text("owner")
     for page in (host, member):  # tokens arrive on both pages before the reply is done
         expect(page.locator(".message.streaming")).to_contain_text("Maren sets down the lantern.")
     for page in (host, member):
