@@ -81,7 +81,7 @@ def test_host_and_member_share_a_room_until_the_member_is_kicked(contexts, fake_
     host = sign_in(contexts(), "owner")
     host.get_by_role("link", name="Characters").click()
     host.get_by_role("link", name="Maren Tallis").click()
-    host.get_by_role("button", name="Start chat").click()
+    host.get_by_role("button", name="New chat").click()
     expect(host.get_by_role("heading", name="Maren Tallis")).to_be_visible()
     expect(host.locator("#messages > .message").first).to_contain_text("I keep the Light.")
     room_url = re.sub(r"^https?://[^/]+", "", host.url)
