@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
 from orbchat.library.selectors import persona_default
@@ -55,6 +55,25 @@ def chat_list(*, user, q: str = "", tag: str = "") -> QuerySet[Room]:
         ids = [r.pk for r in rooms.only("pk", "tags") if tag.lower() in (t.lower() for t in r.tags)]
         rooms = rooms.filter(pk__in=ids)
     return rooms
+
+
+def solo_chats_latest(*, user, character_ids) -> dict[int, int]:
+    """Map each of `character_ids` to the chat `user` hosts with that character as its only seat,
+    most recently active first; a character with no such chat is left out.
+
+    Archived chats (nobody may post there) are not offered.
+    """
+    rows = (
+        Room.objects.filter(host=user, archived_at=None)
+        .annotate(seat_count=Count("seats"), solo_character=Max("seats__character_id"))
+        .filter(seat_count=1, solo_character__in=list(character_ids))
+        .order_by("-last_activity", "-pk")
+        .values_list("solo_character", "pk")
+    )
+    latest: dict[int, int] = {}
+    for character_id, room_id in rows:
+        latest.setdefault(character_id, room_id)
+    return latest
 
 
 def chat_tags(*, user) -> list[str]:

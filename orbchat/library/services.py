@@ -511,10 +511,13 @@ def _import_parsed(*, owner: User, filename: str, kind: kinds.Kind, parsed) -> I
 
 @transaction.atomic
 def starter_pack_install(*, owner: User) -> Character:
-    """Give a new account a ready character, its world book, a persona and the default preset."""
+    """Give a new account a ready character, its world book, a persona and the default preset.
+
+    The persona is named after the account, so people sharing a chat post under their own names.
+    """
     character = character_create(owner=owner, card=starter.CHARACTER, avatar=starter.AVATAR_PATH.read_bytes())
     book = worldbook_create_from_data(owner=owner, data=starter.WORLD_BOOK)
     character.world_books.add(book)
-    persona_create(owner=owner, is_default=True, **starter.PERSONA)
+    persona_create(owner=owner, name=owner.username, is_default=True, **starter.PERSONA)
     preset_default_create(owner=owner)
     return character

@@ -24,6 +24,7 @@ from orbchat.library.forms import (
 from orbchat.library.models import Character, Persona, Preset, WorldBook, WorldEntry
 from orbchat.library.presets import marker, section
 from orbchat.prompting import macros
+from rooms import selectors as room_selectors
 
 # --- Characters -------------------------------------------------------------------------------
 
@@ -47,8 +48,11 @@ def accepted_languages(request: HttpRequest) -> list[str]:
 def character_list(request: HttpRequest) -> HttpResponse:
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
     favourites = request.GET.get("favourites") == "1"
+    characters = list(selectors.character_list(user=request.user, q=q, tag=tag, favourites=favourites))
+    latest = room_selectors.solo_chats_latest(user=request.user, character_ids=[c.pk for c in characters])
     context = {
-        "characters": selectors.character_list(user=request.user, q=q, tag=tag, favourites=favourites),
+        "characters": characters,
+        "tiles": [(character, latest.get(character.pk)) for character in characters],
         "tags": selectors.character_tags(user=request.user),
         "q": q,
         "tag": tag,
@@ -84,6 +88,7 @@ def character_detail(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, f"{character.name} saved.")
         return redirect("library:character", pk=character.pk)
     persona = selectors.persona_default(user=request.user)
+    latest = room_selectors.solo_chats_latest(user=request.user, character_ids=[character.pk])
     macro_context = macros.MacroContext(
         char=character.macro_name,
         user=persona.name if persona else request.user.username,
@@ -99,6 +104,7 @@ def character_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "greeting": macros.substitute(character.first_mes, macro_context),
         "creator_notes": character.creator_notes_for(accepted_languages(request)),
         "books": character.world_books.all(),
+        "continue_chat": latest.get(character.pk),
         "nav": "characters",
     }
     return render(request, "library/character_form.html", context)

@@ -83,3 +83,9 @@ def test_wrong_password_is_refused(client):
 def test_home_leads_to_connecting_a_model_until_one_is_connected(client):
     client.force_login(make_owner())
     assert "Connect a model" in client.get(reverse("home")).content.decode()
+
+
+def test_setup_gives_the_owner_a_default_persona_with_their_name(client):
+    setup_post(client, username="Ada")
+    persona = User.objects.get().personas.get(is_default=True)
+    assert persona.name == "Ada"

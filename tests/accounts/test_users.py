@@ -99,3 +99,12 @@ def test_change_password(client):
     client.logout()
     assert client.login(username="owner", password=new)
     assert not client.login(username="owner", password=PASSWORD)
+
+
+def test_a_new_account_gets_a_default_persona_with_its_own_name(client):
+    owner = make_owner()
+    client.force_login(owner)
+    client.post(reverse("accounts:users"), create_form("bob"))
+    bob = User.objects.get(username="bob")
+    assert [(p.name, p.is_default) for p in bob.personas.all()] == [("bob", True)]
+    assert owner.personas.get(is_default=True).name == "owner"

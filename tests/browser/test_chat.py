@@ -27,7 +27,7 @@ def chat_page(signed_in_page, fake_llm, tmp_path):
     page.get_by_label("Files").set_input_files(str(card))
     page.get_by_role("button", name="Import").click()
     page.get_by_role("link", name="Mira").click()
-    page.get_by_role("button", name="Start chat").click()
+    page.get_by_role("button", name="New chat").click()
     expect(page.locator(".message").first).to_contain_text("Careful—the ink is still wet.")
     expect(page.locator(".room")).to_have_attribute("data-socket", "open")
     return page

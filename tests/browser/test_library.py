@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -8,6 +9,8 @@ from playwright.sync_api import expect
 from tests.library.cards import lorebook, png_card, v2_card
 
 pytestmark = pytest.mark.browser
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 
 
 def test_import_a_card_and_see_its_greeting_and_lorebook(signed_in_page, tmp_path):
@@ -52,3 +55,19 @@ def test_create_a_world_book_entry_and_see_it_activate(signed_in_page):
     result = page.locator("#try-result")
     expect(result).to_contain_text("Activated (1)")
     expect(result).to_contain_text(re.compile(r"Dragons .*wyrm"))
+
+
+def test_continue_returns_to_the_chat_new_chat_started(signed_in_page):
+    page = signed_in_page
+    page.get_by_role("link", name="Characters").click()
+    tile = page.locator(".tile").filter(has_text="Maren Tallis")
+    expect(tile.get_by_role("link", name="Continue")).to_have_count(0)
+    tile.get_by_role("button", name="New chat").click()
+    expect(page.locator("#messages > .message").first).to_contain_text("I keep the Light.")
+    room_url = page.url
+    page.get_by_role("link", name="Characters").click()
+    for width, height in ((1366, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.screenshot(path=str(SCREENSHOTS / f"characters-continue-{width}.png"), full_page=True)
+    tile.get_by_role("link", name="Continue").click()
+    expect(page).to_have_url(room_url)

@@ -122,3 +122,9 @@ def test_members_write_under_their_own_persona(room, host, guest):
     message = services.message_create(room=room, author=guest, text="Hello all.")
     assert message.speaker_name == "Wren"
     assert services.message_create(room=room, author=host, text="Hi.").speaker_name != "Wren"
+
+
+def test_two_new_accounts_post_under_their_own_names_in_a_shared_room(room, host, guest):
+    join(room, host, guest)
+    assert services.message_create(room=room, author=host, text="Welcome.").speaker_name == "host"
+    assert services.message_create(room=room, author=guest, text="Thanks.").speaker_name == "guest"

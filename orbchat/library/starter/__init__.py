@@ -284,8 +284,8 @@ WORLD_BOOK: dict[str, Any] = {
     "extra": {},
 }
 
+# The persona's name is the account's own name, given when the pack is installed.
 PERSONA: dict[str, str] = {
-    "name": "Traveller",
     "description": (
         "A newcomer from the mainland, travelling light, curious and a little tired from the journey. "
         "Their reason for coming is their own to tell."
