@@ -69,18 +69,9 @@ class Instruct:
     @classmethod
     def from_st(cls, data: dict) -> Instruct:
         """Read a SillyTavern instruct template; older files' `names`/`names_force_groups` are understood."""
-        values: dict = {}
-        for f in fields(cls):
-            if f.name not in data:
-                continue
-            raw = data[f.name]
-            if f.type == "bool":
-                values[f.name] = bool(raw)
-            elif f.name == "names_behavior":
-                if raw in (NAMES_NONE, NAMES_FORCE, NAMES_ALWAYS):
-                    values[f.name] = raw
-            else:
-                values[f.name] = _text(raw)
+        values = _st_values(cls, data)
+        if values.get("names_behavior", NAMES_NONE) not in (NAMES_NONE, NAMES_FORCE, NAMES_ALWAYS):
+            del values["names_behavior"]
         if "names_behavior" not in values and ("names" in data or "names_force_groups" in data):
             if data.get("names"):
                 values["names_behavior"] = NAMES_ALWAYS
@@ -105,11 +96,16 @@ class Context:
 
     @classmethod
     def from_st(cls, data: dict) -> Context:
-        values: dict = {}
-        for f in fields(cls):
-            if f.name in data:
-                values[f.name] = bool(data[f.name]) if f.type == "bool" else _text(data[f.name])
-        return cls(**values)
+        return cls(**_st_values(cls, data))
+
+
+def _st_values(cls: type, data: dict) -> dict:
+    """The fields of `cls` that a SillyTavern file sets: switches as booleans, the rest as text."""
+    return {
+        f.name: bool(data[f.name]) if f.type == "bool" else _text(data[f.name])
+        for f in fields(cls)
+        if f.name in data
+    }
 
 
 @dataclass(frozen=True)
