@@ -117,14 +117,6 @@ class RolesForm(forms.Form):
     )
     rerank_local_path = forms.CharField(label="CrossEncoder model folder", required=False, max_length=500)
 
-    TEXT_FIELDS = ("text_backend", "instruct_template", "context_template", "system_prompt")
-
-    def general_fields(self) -> list:
-        return [field for field in self if field.name not in self.TEXT_FIELDS]
-
-    def text_fields(self) -> list:
-        return [self[name] for name in self.TEXT_FIELDS]
-
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         for name in ("chat", "utility", "embedding", "rerank"):
