@@ -125,7 +125,7 @@ def test_scrolled_up_a_streaming_reply_leaves_the_view_still_and_offers_the_pill
     reading = page.locator('#messages > .message[data-seq="30"]')
     where = reading.bounding_box()["y"]
     expect(page.locator("#new-messages")).to_be_visible()
-    expect(streaming).to_contain_text("Paragraph 4")  # more has arrived since
+    expect(streaming).to_contain_text("Paragraph 4", timeout=STREAM_TIMEOUT)  # more has arrived since
     assert scroll_top(page) == still
     assert abs(reading.bounding_box()["y"] - where) <= 1
     shot(page, "scrolled-up-pill", size)
