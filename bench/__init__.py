@@ -1,4 +1,4 @@
-"""OrbChat's benchmarks, outside the product: `python -m bench turn|pages|backfill|recall|corpus|embed|cache`.
+"""OrbChat's benchmarks, outside the product: `python -m bench BENCHMARK`, one of `BENCHMARKS`.
 
 Each benchmark is a module of this package with a `Bench` class: its `help`, its options
 (`add_arguments`) and `handle`, which runs it, prints its table and writes its JSON. They use the
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHMARKS = ("turn", "pages", "backfill", "recall", "corpus", "embed", "cache")
+BENCHMARKS = ("turn", "pages", "backfill", "recall", "planted", "corpus", "embed", "cache")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
-"""The vector index: summaries in `memories`, transcript chunks in `scenes` and single messages
-in `turns` (what quotes are found by), on the Chroma server.
+"""The vector index: summaries in `memories`, transcript chunks in `scenes` and the passages of
+single messages (runs of sentences) in `turns` (what quotes are found by), on the Chroma server.
 
 Each host's vectors live in one *generation* (`VectorIndex`) per embedding model; ids are
 deterministic, so indexing again replaces and never duplicates. Every vector carries room, host,
@@ -19,6 +19,7 @@ from memory.drafts import Line
 from memory.models import Scene, Summary, VectorIndex
 
 BATCH = 64
+PASSAGES_PER_MESSAGE = 4  # a query for n messages asks for this many passages each
 
 
 def text_hash(text: str) -> str:
@@ -39,8 +40,8 @@ def scene_id(room_id: int, block: int) -> str:
     return f"s:{room_id}:{block}"
 
 
-def turn_id(room_id: int, seq: int) -> str:
-    return f"t:{room_id}:{seq}"
+def turn_id(room_id: int, seq: int, passage: int) -> str:
+    return f"t:{room_id}:{seq}:{passage}"
 
 
 def _stamp(value) -> int:
@@ -100,14 +101,49 @@ def upsert_scenes(
     )
 
 
+def passage_key(text: str) -> str:
+    """A passage's identity for telling repeats apart: its words, casefolded, hashed."""
+    return hashlib.sha256(" ".join(text.casefold().split()).encode()).hexdigest()[:16]
+
+
+def unseen_turns(
+    generation: VectorIndex, entries: list[tuple[int, int, Line, int]], texts: list[str]
+) -> tuple[list[tuple[int, int, Line, int]], list[str]]:
+    """Keep the passages the room's `turns` do not hold word for word yet (the first of repeats
+    among these): a refrain said a hundred times ("*nods*", "the kettle sings") is one vector, not a
+    hundred identical ones, which would also crowd the index's graph so that its search misses."""
+    keys = [passage_key(text) for text in texts]
+    held: set[tuple[int, str]] = set()
+    for room_id in {entry[0] for entry in entries}:
+        wanted = sorted({key for entry, key in zip(entries, keys, strict=True) if entry[0] == room_id})
+        for start in range(0, len(wanted), 500):
+            got = _collection(generation, "turns").get(
+                where={"$and": [{"room": room_id}, {"key": {"$in": wanted[start : start + 500]}}]},
+                include=["metadatas"],
+            )
+            held.update((room_id, meta["key"]) for meta in got["metadatas"])
+    kept_entries, kept_texts = [], []
+    for entry, text, key in zip(entries, texts, keys, strict=True):
+        if (entry[0], key) in held:
+            continue
+        held.add((entry[0], key))
+        kept_entries.append(entry)
+        kept_texts.append(text)
+    return kept_entries, kept_texts
+
+
 def upsert_turns(
-    generation: VectorIndex, lines: list[tuple[int, int, Line]], vectors: list[list[float]]
+    generation: VectorIndex,
+    entries: list[tuple[int, int, Line, int]],
+    texts: list[str],
+    vectors: list[list[float]],
 ) -> None:
-    """Store single messages (room id, block, line) with their vectors: a scene's messages one by one."""
-    if not lines:
+    """Store the passages of single messages (room id, block, line, passage number), their texts
+    giving each its repeat key, with their vectors (`quotes.passages` cuts them)."""
+    if not entries:
         return
     _collection(generation, "turns").upsert(
-        ids=[turn_id(room_id, line.seq) for room_id, _, line in lines],
+        ids=[turn_id(room_id, line.seq, passage) for room_id, _, line, passage in entries],
         embeddings=vectors,
         metadatas=[
             {
@@ -116,8 +152,9 @@ def upsert_turns(
                 "block": block,
                 "seq": line.seq,
                 "at": _stamp(line.when),
+                "key": passage_key(text),
             }
-            for room_id, block, line in lines
+            for (room_id, block, line, _), text in zip(entries, texts, strict=True)
         ],
     )
 
@@ -125,15 +162,20 @@ def upsert_turns(
 def query_turns(
     generation: VectorIndex, vector: list[float], *, room_id: int, before: int, n: int
 ) -> dict[int, float]:
-    """Return the cosine of the room's messages before `before` nearest to `vector` (seq -> cosine)."""
+    """Return the cosine of the room's messages before `before` nearest to `vector`, a message's
+    best passage standing for it (seq -> cosine), for up to `n` messages."""
     where = {"$and": [{"room": room_id}, {"seq": {"$lt": before}}]}
     got = _collection(generation, "turns").query(
-        query_embeddings=[vector], n_results=max(1, n), where=where, include=["distances", "metadatas"]
+        query_embeddings=[vector],
+        n_results=max(1, n * PASSAGES_PER_MESSAGE),
+        where=where,
+        include=["distances", "metadatas"],
     )
-    return {
-        int(meta["seq"]): 1.0 - float(distance)
-        for meta, distance in zip(got["metadatas"][0], got["distances"][0], strict=True)
-    }
+    best: dict[int, float] = {}
+    for meta, distance in zip(got["metadatas"][0], got["distances"][0], strict=True):
+        seq = int(meta["seq"])
+        best[seq] = max(best.get(seq, -1.0), 1.0 - float(distance))
+    return dict(sorted(best.items(), key=lambda item: -item[1])[: max(1, n)])
 
 
 def stored_ids(generation: VectorIndex, kind: str, ids: list[str]) -> set[str]:

@@ -25,8 +25,10 @@ from memory.extractive import terms
 
 MAX_QUOTES = 4
 MAX_QUOTE_WORDS = 60  # a quote is a sentence and its neighbours, not a transcript
+PASSAGE_WORDS = 6  # the meaning route's unit: a sentence, short ones joined to reach this many words
 RRF_K = 60  # reciprocal rank fusion's constant (the usual one)
 CANDIDATES = 24  # per route, before fusion
+REPEAT = 0.8  # the word overlap (Jaccard) at which two passages count as one
 NEWEST_FIRST = 0.25  # the weight of an earlier message's words in the query, the newest's being 1
 K1 = 1.2
 B = 0.75
@@ -149,6 +151,29 @@ def sentences(text: str) -> list[str]:
     return [part.strip() for part in parts if part.strip()]
 
 
+def passages(text: str, least: int = PASSAGE_WORDS) -> list[str]:
+    """A message's passages for the meaning route: each sentence on its own, a short one ("Hm.",
+    "*nods*") joined to the next until the run has `least` words (the last run to the one before).
+    One vector per sentence keeps its meaning from being drowned by the rest of the message: a
+    paraphrase of one planted line scores about 0.45 against the line, 0.3 against its message,
+    where the chat's filler reaches 0.3 too."""
+    found: list[str] = []
+    run: list[str] = []
+    words = 0
+    for part in sentences(text):
+        run.append(part)
+        words += len(part.split())
+        if words >= least:
+            found.append(" ".join(run))
+            run, words = [], 0
+    if run:
+        if found:
+            found[-1] = f"{found[-1]} {' '.join(run)}"
+        else:
+            found.append(" ".join(run))
+    return found
+
+
 def cut(
     text: str, query_terms: Iterable[str], idf: Callable[[str], float], limit: int = MAX_QUOTE_WORDS
 ) -> str:
@@ -237,25 +262,38 @@ def find(
         for rank, seq in enumerate(ranked):
             fused[seq] = fused.get(seq, 0.0) + 1.0 / (RRF_K + rank + 1)
     wanted = {term for term, weight in weights.items() if weight == 1.0} or set(weights)
+    recent = {term for text in query for term in terms(text)}
+    told: list[set[str]] = []  # the kept quotes' words
     ranked = sorted(fused, key=lambda seq: (-fused[seq], -seq))
-    for position, seq in enumerate(ranked):
+    for seq in ranked:
         turn = turns[seq]
         in_words, in_meaning = seq in lexical, seq in by_meaning
+        text = cut(turn.text, wanted, lexicon.idf) if len(found.kept) < count else ""
+        words = set(terms(text))
+        if words and (words <= recent or any(repeats(words, other) for other in told)):
+            text = ""  # the recent messages or a kept quote already say it
         quote = Quote(
             turn=turn,
-            text=cut(turn.text, wanted, lexicon.idf) if position < count else "",
+            text=text,
             score=fused[seq],
             bm25=lexical[seq][0] if in_words else 0.0,
             cosine=cosines.get(seq),
             matched=lexical[seq][1] if in_words else (),
             why=BOTH if in_words and in_meaning else WORDS if in_words else MEANING,
         )
-        if position < count and quote.text:
+        if text:
             found.kept.append(quote)
+            told.append(words)
         else:
             found.rejected.append(quote)
     found.kept.sort(key=lambda quote: quote.turn.seq)
     return found
+
+
+def repeats(words: set[str], other: set[str]) -> bool:
+    """Whether two passages say nearly the same (their content words overlap by `REPEAT` or more):
+    a chat's refrains ("the kettle is singing again") would otherwise fill every quote."""
+    return len(words & other) >= REPEAT * len(words | other)
 
 
 def fit(quotes: list[Quote], *, budget: int, count: Callable[[str], int]) -> tuple[list[Quote], list[Quote]]:

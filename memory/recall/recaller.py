@@ -344,7 +344,7 @@ def recall_for(
         ignore |= common
     similarity: dict[str, float] = {}
     embedder: _Embedder | None = None
-    query_vector = None
+    query_vector = newest_vector = None
     if tuning.mode in (recall.MIXC, recall.SEMANTIC) and pool.members:
         try:
             embedder = _Embedder(room.host, reading_generation(room.host))
@@ -354,7 +354,7 @@ def recall_for(
             }
             scored = pool.members + list(finer.values())
             vectors = _vectors_for(embedder, scored, indexed)
-            query_vector = _query_vector(embedder, texts)
+            query_vector, newest_vector = _query_vectors(embedder, texts)
         except Exception as exc:  # noqa: BLE001 - any search failure: a notice, and no memory
             reason = exc.args[0] if isinstance(exc, embedding.EmbedderFailed) and exc.args else str(exc)
             outcome.notices.append(SEARCH_FAILED.format(reason=reason or "the embedder failed"))
@@ -408,7 +408,7 @@ def recall_for(
             outcome,
             room,
             embedder,
-            query_vector,
+            newest_vector,
             texts,
             live_start,
             witnessed,
@@ -456,7 +456,7 @@ def _quotes(
     if generation is not None:
         try:
             if query_vector is None:
-                query_vector = _query_vector(embedder or _Embedder(room.host, generation), texts)
+                _, query_vector = _query_vectors(embedder or _Embedder(room.host, generation), texts)
             cosines = index.query_turns(
                 generation, query_vector.tolist(), room_id=room.pk, before=live_start, n=quoting.CANDIDATES
             )
@@ -586,14 +586,17 @@ def _always(
     return found
 
 
-def _query_vector(embedder: _Embedder, texts: list[str]) -> np.ndarray:
-    """The query's vector: the recent messages embedded one by one, the message just sent counting
-    twice, so a long earlier message does not drown the question."""
+def _query_vectors(embedder: _Embedder, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The query's vectors: for summaries, the recent messages embedded one by one, the message
+    just sent counting twice, so a long earlier message does not drown the question; for quotes,
+    the message just sent alone (a passage is one thought: the earlier message's words would pull
+    in its own look-alikes from the past)."""
     if not texts:
-        return embedder([" "])[0]
+        blank = embedder([" "])[0]
+        return blank, blank
     vectors = embedder(texts)
     combined = sum(vectors[:-1], np.zeros_like(vectors[-1])) + 2 * vectors[-1]
-    return _unit(combined)
+    return _unit(combined), _unit(vectors[-1])
 
 
 def _tier0_inside(

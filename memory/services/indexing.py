@@ -17,6 +17,7 @@ from django.utils import timezone
 from memory import blocks, index, jobs
 from memory.drafts import Line
 from memory.models import Scene, Summary, VectorIndex
+from memory.recall import quotes as quoting
 from memory.selectors import live_generations, message_lines
 from orbchat.accounts.models import User
 from orbchat.connections import embedding
@@ -111,6 +112,21 @@ def upsert_memories_into(generation, batch: list[Summary], *, required: bool) ->
     index.upsert_memories(generation, batch, vectors)
 
 
+def turn_passages(
+    groups: list[tuple[int, int, list[Line]]],
+) -> tuple[list[tuple[int, int, Line, int]], list[str]]:
+    """The `turns` entries of scenes' messages (room id, block, line, passage number) and their
+    texts: each message in its runs of sentences, as quotes are found by meaning."""
+    entries: list[tuple[int, int, Line, int]] = []
+    texts: list[str] = []
+    for room_id, block, lines in groups:
+        for line in lines:
+            for number, text in enumerate(quoting.passages(line.text) or [line.text]):
+                entries.append((room_id, block, line, number))
+                texts.append(text)
+    return entries, texts
+
+
 def scene_text(lines: list[Line]) -> str:
     return "\n".join(f"#{line.seq} {line.speaker}: {line.text}" for line in lines)
 
@@ -161,11 +177,14 @@ def index_scenes(
     for start in range(0, len(todo), index.BATCH):
         batch = todo[start : start + index.BATCH]
         texts = [text for _, text, _, _ in batch]
-        lines = [(scene.room_id, scene.block, line) for scene, _, _, group in batch for line in group]
+        groups = [(scene.room_id, scene.block, group) for scene, _, _, group in batch]
         for generation in generations:
+            # A block's messages are stored anew: one deleted or hidden since leaves with it.
+            index.delete_turns([generation], batch[0][0].room_id, [scene.block for scene, *_ in batch])
+            lines, passages = index.unseen_turns(generation, *turn_passages(groups))
             try:
                 vectors = embedding.embed_with(generation.model_key, texts)
-                turn_vectors = embedding.embed_with(generation.model_key, [line.text for *_, line in lines])
+                turn_vectors = embedding.embed_with(generation.model_key, passages)
             except embedding.EmbedderFailed:
                 if generation is not generations[0]:
                     continue  # an older index whose model is gone: it retires once the new one is built
@@ -173,9 +192,7 @@ def index_scenes(
             index.upsert_scenes(
                 generation, [s for s, _, _, _ in batch], texts, [p for _, _, p, _ in batch], vectors
             )
-            # A block's messages are stored anew: one deleted or hidden since leaves with it.
-            index.delete_turns([generation], batch[0][0].room_id, [scene.block for scene, *_ in batch])
-            index.upsert_turns(generation, lines, turn_vectors)
+            index.upsert_turns(generation, lines, passages, turn_vectors)
         Scene.objects.filter(pk__in=[s.pk for s, _, _, _ in batch]).update(indexed_hash=F("text_hash"))
         if beat:
             beat()
@@ -214,20 +231,19 @@ def reindex(generation_id: int, *, progress: Callable[[int, int], None] | None =
         batch = scenes[start : start + index.BATCH]
         have = index.stored_ids(generation, "scenes", [index.scene_id(s.room_id, s.block) for s in batch])
         todo = [s for s in batch if index.scene_id(s.room_id, s.block) not in have]
-        texts, speakers, turns = [], [], []
+        texts, speakers, groups = [], [], []
         for scene in todo:
             lines = message_lines(scene.room, scene.seq_from, scene.seq_to + 1)
             texts.append(scene_text(lines))
             speakers.append(", ".join(dict.fromkeys(line.speaker for line in lines)))
-            turns += [(scene.room_id, scene.block, line) for line in lines]
+            groups.append((scene.room_id, scene.block, lines))
         if todo:
             index.upsert_scenes(
                 generation, todo, texts, speakers, embedding.embed_with(generation.model_key, texts)
             )
+            turns, passages = index.unseen_turns(generation, *turn_passages(groups))
             index.upsert_turns(
-                generation,
-                turns,
-                embedding.embed_with(generation.model_key, [line.text for *_, line in turns]),
+                generation, turns, passages, embedding.embed_with(generation.model_key, passages)
             )
         done += len(batch)
         VectorIndex.objects.filter(pk=generation.pk).update(done=done)

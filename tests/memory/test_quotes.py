@@ -82,7 +82,13 @@ def test_messages_still_in_the_prompt_are_never_quoted():
 
 
 def test_the_count_limits_the_quotes_and_zero_turns_them_off():
-    turns, lexicon = chat()
+    places = ["quay", "lighthouse", "chapel", "market", "ferry", "mill", "school", "tavern"]
+    turns, lexicon = room(
+        {
+            seq: ("Maren", f"The gulls circled the {place} while the {seq + 2} boats came in.")
+            for seq, place in enumerate(places)
+        }
+    )
     many = find(
         turns, lexicon, query=["gulls harbour tide"], cosines={}, floor=0.35, count=4, allowed=lambda s: True
     )
@@ -152,3 +158,47 @@ def test_a_removed_message_leaves_the_statistics():
     lexicon.remove(1)
     assert set(lexicon.scores({"key": 1.0}, lambda s: True)) == set()
     assert set(lexicon.scores({"brass": 1.0}, lambda s: True)) == {2}
+
+
+def test_a_chats_refrain_fills_one_quote_not_all_of_them():
+    texts = {seq: ("Maren", f"The kettle is singing again, love. {FILLER}") for seq in range(40)}
+    texts[5] = ("Ada", "The kettle is singing, and the brass key is under the altar stone.")
+    turns, lexicon = room(texts)
+    found = find(
+        turns,
+        lexicon,
+        query=["Is the kettle singing again?"],
+        cosines={seq: 0.6 for seq in range(40)},
+        floor=0.35,
+        count=4,
+        allowed=lambda s: s < 30,
+    )
+    texts_kept = [q.text for q in found.kept]
+    assert len(texts_kept) == len(set(texts_kept)) == 2  # the refrain once, and the one that differs
+    assert any("brass key" in text for text in texts_kept)
+
+
+def test_a_passage_the_recent_messages_already_say_is_not_quoted():
+    turns, lexicon = room(
+        {1: ("Maren", "The gulls cried over the harbour wall."), 2: ("Ada", "Bread again.")}
+    )
+    found = find(
+        turns,
+        lexicon,
+        query=["The gulls cried over the harbour wall, didn't they?"],
+        cosines={1: 0.9},
+        floor=0.35,
+        count=4,
+        allowed=lambda s: True,
+    )
+    assert found.kept == []
+
+
+def test_a_message_is_cut_into_sentences_for_the_meaning_route_short_ones_joined():
+    text = "Hm. *nods* I hid the silver astrolabe in the crypt. The bells rang twice that night. Go on."
+    assert quotes.passages(text) == [
+        "Hm. *nods* I hid the silver astrolabe in the crypt.",
+        "The bells rang twice that night. Go on.",
+    ]
+    assert quotes.passages("Thanks!") == ["Thanks!"]
+    assert quotes.passages("") == []

@@ -262,3 +262,27 @@ def test_quotes_follow_the_tuning_count_and_switch(long_room):
     plan = ask(long_room, "Where is the silver astrolabe now?")
     assert plan.recall.quotes == []
     assert "Quotes from the past" not in memory_section(plan)
+
+
+REFRAINS = [
+    "The kettle is singing again; do you want another cup?",
+    "*She pulls her shawl tighter as the wind comes off the water.*",
+    "We should sleep soon, there is work at first light.",
+    "The gulls were at the bins again this morning.",
+    "It is quiet tonight. Too quiet, my mother would have said.",
+]
+
+
+def test_a_paraphrase_finds_the_one_line_that_differs_in_a_chat_of_refrains(room, chat):
+    """Every message repeats the chat's refrains; the planted line sits among them. Asked in
+    other words, the quote is that line, not one more copy of a refrain."""
+    texts = {seq: f"{REFRAINS[seq % 5]} {REFRAINS[(seq + 2) % 5]}" for seq in range(300)}
+    texts[60] = (
+        f"{REFRAINS[0]} My brother Anselm drowned off Gull Reef the winter I turned twelve. {REFRAINS[3]}"
+    )
+    story_room(room, 300, plant=texts)
+    passes.catch_up(room.pk)
+    plan = ask(room, "How did you lose your sibling when you were a child?")
+    quotes = plan.recall.quotes
+    assert 60 in [q.turn.seq for q in quotes]
+    assert len({q.text for q in quotes}) == len(quotes)  # no refrain twice
