@@ -69,6 +69,27 @@ class RoomSettingsForm(forms.Form):
         self.fields["world_books"].queryset = WorldBook.objects.filter(owner=user)
 
 
+class RoomControlsForm(RoomSettingsForm):
+    """The chat page's controls: the settings named in `names`, each validated as on the settings
+    page, so one or a few can change at a time without the rest being sent."""
+
+    FIELDS = (
+        "persona",
+        "preset",
+        "world_books",
+        "authors_note",
+        "authors_note_depth",
+        "authors_note_role",
+        *RoomSettingsForm.PLAY_FIELDS,
+    )
+
+    def __init__(self, *args, user, names=FIELDS, **kwargs) -> None:
+        super().__init__(*args, user=user, **kwargs)
+        for name in list(self.fields):
+            if name not in names:
+                del self.fields[name]
+
+
 class ChatImportForm(forms.Form):
     file = forms.FileField(label="SillyTavern chat (.jsonl)")
     character = forms.ModelChoiceField(queryset=Character.objects.none())

@@ -12,6 +12,7 @@ urlpatterns = [
     path("chats/<int:pk>/", views.room_detail, name="room"),
     path("chats/<int:pk>/messages/", views.room_messages, name="messages"),
     path("chats/<int:pk>/settings/", views.room_settings, name="settings"),
+    path("chats/<int:pk>/controls/", views.room_controls, name="controls"),
     path("chats/<int:pk>/delete/", views.room_delete, name="delete"),
     path("chats/<int:pk>/preview/", views.room_preview, name="preview"),
     path("chats/<int:pk>/export.<str:fmt>", views.room_export, name="export"),

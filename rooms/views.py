@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import mimetypes
+from dataclasses import replace
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -23,6 +24,7 @@ from rooms.forms import (
     InviteLinkForm,
     InviteUserForm,
     MemberPersonaForm,
+    RoomControlsForm,
     RoomSettingsForm,
     SeatAddForm,
     SeatForm,
@@ -79,7 +81,29 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
         **people,
         "nav": "home",
     }
+    if context["is_host"]:
+        context["controls_form"] = RoomControlsForm(
+            user=request.user, names=DRAWER_FIELDS, initial=_settings_initial(room), auto_id="controls-%s"
+        )
+    else:
+        mine = next((m for m in people["members"] if m.user_id == request.user.pk), None)
+        context["persona_form"] = MemberPersonaForm(
+            user=request.user, initial={"persona": mine.persona if mine else None}, auto_id="controls-%s"
+        )
     return render(request, "rooms/room.html", context)
+
+
+# The settings the chat page's drawer offers the host; the settings page has them all.
+DRAWER_FIELDS = (
+    "persona",
+    "preset",
+    "world_books",
+    "authors_note",
+    "authors_note_depth",
+    "authors_note_role",
+    "reply_mode",
+    "turn_order",
+)
 
 
 # What an avatar without a picture answers: a transparent image, so the speaker's initial drawn
@@ -170,9 +194,8 @@ def room_fork(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     return redirect("rooms:room", pk=fork.pk)
 
 
-def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
-    room = permissions.room_for_host(request.user, pk)
-    initial = {
+def _settings_initial(room) -> dict:
+    return {
         "title": room.title,
         "persona": room.persona,
         "preset": room.preset,
@@ -183,7 +206,11 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         "tags": room.tags,
         **room_options(room).to_json(),
     }
-    form = RoomSettingsForm(request.POST or None, user=request.user, initial=initial)
+
+
+def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    form = RoomSettingsForm(request.POST or None, user=request.user, initial=_settings_initial(room))
     if request.method == "POST" and form.is_valid():
         fields = dict(form.cleaned_data)
         play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS}
@@ -192,6 +219,31 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("rooms:room", pk=room.pk)
     context = {"room": room, "form": form, "memory": room_memory_status(room), "nav": "home"}
     return render(request, "rooms/settings.html", context)
+
+
+@require_POST
+def room_controls(request: HttpRequest, pk: int) -> JsonResponse:
+    """Change one or a few of the room's settings at once from the chat page (the host only).
+
+    Each `field` names a setting posted, so a checkbox or a list of world books left empty reads
+    as "none" rather than as "not sent". All of them are saved, or none: `{"saved": [names]}`,
+    else 400 with `{"errors": {name: message}}`.
+    """
+    room = permissions.room_for_host(request.user, pk)
+    permissions.ensure_writable(room)
+    names = request.POST.getlist("field")
+    if not names or any(name not in RoomControlsForm.FIELDS for name in names):
+        return JsonResponse({"errors": {"__all__": "That setting cannot be changed here."}}, status=400)
+    form = RoomControlsForm(request.POST, user=request.user, names=names)
+    if not form.is_valid():
+        errors = {name: " ".join(problems) for name, problems in form.errors.items()}
+        return JsonResponse({"errors": errors}, status=400)
+    fields = dict(form.cleaned_data)
+    play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS if name in fields}
+    if play:
+        fields["settings"] = {**room.settings, **replace(room_options(room), **play).to_json()}
+    services.room_update(room=room, **fields)
+    return JsonResponse({"saved": sorted(form.cleaned_data)})
 
 
 def room_delete(request: HttpRequest, pk: int) -> HttpResponse:
@@ -494,7 +546,16 @@ def member_persona(request: HttpRequest, pk: int) -> HttpResponse:
     if room.host_id == request.user.pk:
         raise PermissionDenied("The host's persona is set in the room's settings.")
     form = MemberPersonaForm(request.POST, user=request.user)
-    if form.is_valid():
-        members.member_set_persona(room=room, user=request.user, persona=form.cleaned_data["persona"])
-        messages.success(request, "Your persona in this room is saved.")
+    # The chat page's drawer asks for JSON and shows the answer beside the field.
+    wants_json = request.headers.get("Accept") == "application/json"
+    if not form.is_valid():
+        problem = "Choose one of your personas."
+        if wants_json:
+            return JsonResponse({"errors": {"persona": problem}}, status=400)
+        messages.error(request, problem)
+        return _back(room.pk)
+    members.member_set_persona(room=room, user=request.user, persona=form.cleaned_data["persona"])
+    if wants_json:
+        return JsonResponse({"saved": ["persona"]})
+    messages.success(request, "Your persona in this room is saved.")
     return _back(room.pk)

@@ -175,6 +175,7 @@ CALLS = [
     read("person_avatar", member=200, note="member's", args=lambda w: {"user_pk": w.member.pk}),
     read("settings"),
     Call("settings", data=lambda w: SETTINGS, lands="room"),
+    Call("controls", data=lambda w: {"field": "turn_order", "turn_order": "everyone"}, host=200),
     read("delete"),
     Call("delete", lands="home"),
     read("preview"),
