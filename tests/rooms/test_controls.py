@@ -54,7 +54,8 @@ def test_the_host_changes_preset_note_and_world_books_in_one_post(host, room):
     assert response.status_code == 200
     room = fresh(room)
     assert room.preset == preset and list(room.world_books.all()) == [book]
-    assert (room.authors_note, room.authors_note_depth, room.authors_note_role) == ("Keep it short.", 2, "user")
+    note = (room.authors_note, room.authors_note_depth, room.authors_note_role)
+    assert note == ("Keep it short.", 2, "user")
 
 
 def test_world_books_posted_empty_take_every_book_off_the_chat(host, room):
