@@ -15,7 +15,7 @@ from orbchat.accounts.models import User
 from orbchat.connections import services as connection_services
 from orbchat.library import services as library_services
 from rooms import services
-from tests.factories import PASSWORD, make_owner
+from tests.factories import PASSWORD, join, make_owner, make_user
 from tests.fakes.llm import Reply
 
 pytestmark = pytest.mark.browser
@@ -143,3 +143,48 @@ def test_the_persona_changed_mid_chat_writes_the_next_reply(tab, fake_llm, size)
     page.reload()  # the change was saved, not only shown
     toggle.click()
     expect(page.locator("#controls-drawer").get_by_label("Persona")).to_have_value(str(room.persona_id))
+
+
+def _member_joins(room, *, username: str, persona: str) -> None:
+    try:
+        member = make_user(actor=room.host, username=username)
+        library_services.persona_create(owner=member, name=username, is_default=True)
+        library_services.persona_create(owner=member, name=persona)
+        join(room, member)
+    finally:
+        connection.close()
+
+
+def test_a_member_picks_the_persona_they_write_as_and_sees_no_host_controls(
+    browser, live_site, tab, fake_llm, size
+):
+    room = owner_room(fake_llm)
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(_member_joins, room, username="wren", persona="Wren the Cartographer").result()
+    phone = size == "phone"
+    context = browser.new_context(base_url=live_site, viewport=SIZES[size], has_touch=phone, is_mobile=phone)
+    context.set_default_timeout(15000)
+    try:
+        page = context.new_page()
+        page.goto("/login/")
+        page.get_by_label("Username").fill("wren")
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.goto(f"/chats/{room.pk}/")
+        expect(page.locator(".room")).to_have_attribute("data-socket", "open")
+        page.get_by_role("button", name="Chat controls", exact=True).click()
+        drawer = page.locator("#controls-drawer")
+        expect(drawer).to_be_visible()
+        assert inside_viewport(page, drawer)
+        expect(drawer.get_by_label("Preset")).to_have_count(0)
+        expect(drawer.get_by_label("Author's note")).to_have_count(0)
+        drawer.get_by_label("Write as").select_option(label="Wren the Cartographer")
+        expect(drawer.locator('[data-field="persona"] .control-status')).to_have_text("Saved")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"controls-drawer-member-{size}.png"))
+        drawer.get_by_role("button", name="Close chat controls").click()
+        expect(drawer).to_be_hidden()
+        send(page, "Morning, all.")
+        expect(page.locator(".message.human").last.locator(".speaker")).to_have_text("Wren the Cartographer")
+    finally:
+        context.close()
