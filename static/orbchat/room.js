@@ -267,6 +267,7 @@
 
   async function openMemory() {
     const open = memoryPopover.hidden;
+    if (open && !controls.hidden) closeControls(false);
     memoryPopover.hidden = !open;
     memoryIcon.setAttribute("aria-expanded", String(open));
     document.getElementById("memory-summary").textContent = memorySummary();
@@ -305,6 +306,10 @@
     controls.style.setProperty("--drawer-top", `${header ? header.getBoundingClientRect().bottom : 0}px`);
   }
   function openControls() {
+    if (memoryPopover && !memoryPopover.hidden) {
+      memoryPopover.hidden = true;
+      memoryIcon.setAttribute("aria-expanded", "false");
+    }
     placeControls();
     controls.hidden = false;
     controlsToggle.setAttribute("aria-expanded", "true");
