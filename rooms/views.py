@@ -20,6 +20,7 @@ from orbchat.library.models import Character
 from rooms import chatfiles, members, permissions, presenters, selectors, services
 from rooms.forms import (
     ChatImportForm,
+    GroupChatForm,
     InviteLinkForm,
     InviteUserForm,
     MemberPersonaForm,
@@ -34,8 +35,11 @@ from rooms.prompting import NoChatModel, TurnContext, plan_turn
 
 def chat_list(request: HttpRequest) -> HttpResponse:
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
+    rooms = list(selectors.chat_list(user=request.user, q=q, tag=tag))
+    lines = selectors.chat_last_lines(rooms)
     context = {
-        "rooms": selectors.chat_list(user=request.user, q=q, tag=tag),
+        "rooms": rooms,
+        "rows": [(room, lines.get(room.pk)) for room in rooms],
         "tags": selectors.chat_tags(user=request.user),
         "q": q,
         "tag": tag,
@@ -52,6 +56,25 @@ def chat_start(request: HttpRequest, character_pk: int) -> HttpResponse:
     character = library_selectors.owned(Character, user=request.user, pk=character_pk)
     room = services.room_create_from_character(host=request.user, character=character)
     return redirect("rooms:room", pk=room.pk)
+
+
+def group_chat_new(request: HttpRequest) -> HttpResponse:
+    """Pick two or more of your characters and how they take turns; start the chat."""
+    form = GroupChatForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            room = services.room_create_group(
+                host=request.user,
+                characters=list(data["characters"]),
+                title=data["title"],
+                options=RoomOptions(reply_mode=data["reply_mode"], turn_order=data["turn_order"]),
+            )
+        except services.ActionRefused as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("rooms:room", pk=room.pk)
+    return render(request, "rooms/group_new.html", {"form": form, "nav": "home"})
 
 
 def _seq(request: HttpRequest, name: str) -> int | None:
