@@ -9,6 +9,7 @@ app_name = "rooms"
 urlpatterns = [
     path("characters/<int:character_pk>/chat/", views.chat_start, name="start"),
     path("chats/import/", views.chat_import, name="import"),
+    path("chats/import/resolve/", views.chat_import_resolve, name="import_resolve"),
     path("chats/new/", views.group_chat_new, name="new"),
     path("chats/<int:pk>/", views.room_detail, name="room"),
     path("chats/<int:pk>/messages/", views.room_messages, name="messages"),
