@@ -499,7 +499,7 @@ def _preset_notes(sections: list[dict]) -> list[str]:
 # What makes an imported card the same as one in the library: its name and every text a person
 # wrote on it. The picture, tags and settings are left out: a card saved again with a new image
 # or talkativeness is still the same character.
-CARD_SAME = ("name", *cards.TEXT_FIELDS, "alternate_greetings")
+CARD_SAME = (*cards.TEXT_FIELDS, "alternate_greetings")
 
 
 def _preset_parts(parsed) -> tuple[str, list[dict], dict]:

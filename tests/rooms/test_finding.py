@@ -175,3 +175,13 @@ def test_the_new_group_chat_page_lists_only_my_characters(signed_in, host):
     make_character(host, "Mine")
     page = signed_in.get(reverse("rooms:new")).content.decode()
     assert "Mine" in page and "Stranger" not in page
+
+
+def test_the_new_group_chat_page_needs_a_sign_in(client, host):
+    response = client.get(reverse("rooms:new"))
+    assert response.status_code == 302 and reverse("accounts:login") in response["Location"]
+
+
+def test_a_group_chat_with_no_character_picked_says_so(signed_in):
+    response = signed_in.post(reverse("rooms:new"), {"reply_mode": "per_speaker", "turn_order": "natural"})
+    assert "Pick at least two characters" in response.content.decode()
