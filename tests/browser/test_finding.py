@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ def _shoot(page, name: str) -> None:
 def test_create_a_group_chat_of_two_characters(signed_in_page):
     from orbchat.accounts.models import User
     from orbchat.library import services as library_services
+    from rooms import services
+    from rooms.models import Room
 
     page = signed_in_page
     owner = User.objects.get(username="owner")
@@ -44,7 +47,17 @@ def test_create_a_group_chat_of_two_characters(signed_in_page):
     page.goto("/")
     row = page.locator(".chat-row").filter(has_text="Lighthouse supper")
     expect(row.locator(".chat-last")).to_contain_text("Quill: Quill bows low.")
+    room = Room.objects.get(title="Lighthouse supper")
+    text = "*Leans in* " + "The lamp keeps turning. " * 12
+    # In a thread of its own: the service sends its events through async code, which cannot run
+    # in the thread that drives the browser.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(services.message_create, room=room, author=owner, text=text).result()
+    page.reload()
+    expect(row.locator(".chat-last")).to_contain_text("owner: Leans in The lamp keeps turning.")
     _shoot(page, "chat-list-last-lines")
+    width = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert width <= 0, "the chat list scrolls sideways at phone width"
 
 
 def test_a_group_chat_of_one_character_is_refused(signed_in_page):
