@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Max, Q, QuerySet
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from orbchat.library.selectors import persona_default
-from rooms.models import Invite, Member, Room, Seat, Variant
+from rooms.models import Invite, Member, Message, Room, Seat, Variant
+from rooms.rendering import plain_excerpt
 from rooms.timeline import ticks, timeline
 
 
@@ -42,8 +46,25 @@ def hosted_rooms(*, user) -> QuerySet[Room]:
     return Room.objects.filter(host=user).order_by("title", "pk")
 
 
+LAST_LINE_CHARS = 120  # how much of a chat's last message its row in the chat list shows
+
+
+@dataclass(frozen=True)
+class LastLine:
+    speaker: str
+    text: str  # plain text: macros and markup stripped, at most LAST_LINE_CHARS
+    at: datetime
+
+
 def chat_list(*, user, q: str = "", tag: str = "") -> QuerySet[Room]:
-    rooms = visible_rooms(user=user).select_related("host").prefetch_related("seats")
+    """The chats `user` may open, each annotated with `last_message_pk`, its newest visible message."""
+    last_visible = Message.objects.filter(room=OuterRef("pk"), hidden=False).order_by("-seq").values("pk")[:1]
+    rooms = (
+        visible_rooms(user=user)
+        .select_related("host")
+        .prefetch_related("seats")
+        .annotate(last_message_pk=Subquery(last_visible))
+    )
     if q:
         text_hits = Variant.objects.filter(room__in=visible_rooms(user=user), text__icontains=q).values(
             "room_id"
@@ -55,6 +76,27 @@ def chat_list(*, user, q: str = "", tag: str = "") -> QuerySet[Room]:
         ids = [r.pk for r in rooms.only("pk", "tags") if tag.lower() in (t.lower() for t in r.tags)]
         rooms = rooms.filter(pk__in=ids)
     return rooms
+
+
+def chat_last_lines(rooms) -> dict[int, LastLine]:
+    """Map each room of `rooms` (from `chat_list`) to its last visible message line, in one query.
+
+    A room with no visible message is left out.
+    """
+    ids = [room.last_message_pk for room in rooms if room.last_message_pk is not None]
+    variants = (
+        Variant.objects.filter(message_id__in=ids, index=F("message__active_index"))
+        .select_related("message")
+        .only("text", "room_id", "message__speaker_name", "message__created_at")
+    )
+    return {
+        v.room_id: LastLine(
+            speaker=v.message.speaker_name,
+            text=plain_excerpt(v.text, limit=LAST_LINE_CHARS),
+            at=v.message.created_at,
+        )
+        for v in variants
+    }
 
 
 def solo_chats_latest(*, user, character_ids) -> dict[int, int]:

@@ -18,6 +18,7 @@ from orbchat.library.selectors import persona_default
 from orbchat.prompting import macros
 from rooms import events, signals, tokens
 from rooms.models import Member, Message, Presence, Room, Seat, Variant
+from rooms.options import RoomOptions
 
 NARRATOR = "Narrator"  # speaker of a Narrator-mode message, which voices every character
 # A generation that has not written for this long is taken as dead (its process ended).
@@ -189,6 +190,35 @@ def room_create_from_character(*, host: User, character: Character) -> Room:
     )
     Presence.objects.create(seat=seat, joined_seq=0)
     _greeting_post(room=room, seat=seat, character=character, in_group=False)
+    return room
+
+
+@transaction.atomic
+def room_create_group(
+    *, host: User, characters: list[Character], title: str = "", options: RoomOptions | None = None
+) -> Room:
+    """Start a group chat: every character is seated and, as in a SillyTavern group chat, each
+    posts its greeting in the order given, its group-only greetings offered as swipes."""
+    if len(characters) < 2:
+        raise ActionRefused("A group chat needs at least two characters.")
+    if any(character.owner_id != host.pk for character in characters):
+        raise ActionRefused("A group chat can seat only characters from your own library.")
+    names = ", ".join(character.name for character in characters)
+    room = Room.objects.create(
+        host=host,
+        title=(title.strip() or names)[:300],
+        preset=host.presets.order_by("pk").first(),
+        settings=(options or RoomOptions()).to_json(),
+    )
+    seats = []
+    for character in characters:
+        seat = Seat.objects.create(
+            room=room, character=character, name=character.name, talkativeness=character.talkativeness
+        )
+        Presence.objects.create(seat=seat, joined_seq=0)
+        seats.append(seat)
+    for seat, character in zip(seats, characters, strict=True):
+        _greeting_post(room=room, seat=seat, character=character, in_group=True)
     return room
 
 

@@ -16,11 +16,13 @@ from memory.selectors import memory_model_warming, memory_on, room_memory_status
 from orbchat.connections.selectors import model_roles_get
 from orbchat.interop import chats as chat_codec
 from orbchat.interop.errors import InteropError
+from orbchat.library import pending
 from orbchat.library import selectors as library_selectors
 from orbchat.library.models import Character
 from rooms import chatfiles, members, permissions, presenters, selectors, services
 from rooms.forms import (
     ChatImportForm,
+    GroupChatForm,
     InviteLinkForm,
     InviteUserForm,
     MemberPersonaForm,
@@ -36,8 +38,11 @@ from rooms.prompting import NoChatModel, TurnContext, plan_turn
 
 def chat_list(request: HttpRequest) -> HttpResponse:
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
+    rooms = list(selectors.chat_list(user=request.user, q=q, tag=tag))
+    lines = selectors.chat_last_lines(rooms)
     context = {
-        "rooms": selectors.chat_list(user=request.user, q=q, tag=tag),
+        "rooms": rooms,
+        "rows": [(room, lines.get(room.pk)) for room in rooms],
         "tags": selectors.chat_tags(user=request.user),
         "q": q,
         "tag": tag,
@@ -54,6 +59,25 @@ def chat_start(request: HttpRequest, character_pk: int) -> HttpResponse:
     character = library_selectors.owned(Character, user=request.user, pk=character_pk)
     room = services.room_create_from_character(host=request.user, character=character)
     return redirect("rooms:room", pk=room.pk)
+
+
+def group_chat_new(request: HttpRequest) -> HttpResponse:
+    """Pick two or more of your characters and how they take turns; start the chat."""
+    form = GroupChatForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            room = services.room_create_group(
+                host=request.user,
+                characters=list(data["characters"]),
+                title=data["title"],
+                options=RoomOptions(reply_mode=data["reply_mode"], turn_order=data["turn_order"]),
+            )
+        except services.ActionRefused as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("rooms:room", pk=room.pk)
+    return render(request, "rooms/group_new.html", {"form": form, "nav": "home"})
 
 
 def _seq(request: HttpRequest, name: str) -> int | None:
@@ -290,24 +314,62 @@ def room_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
 
 @require_POST
 def chat_import(request: HttpRequest) -> HttpResponse:
+    """Import a chat file onto a character; a chat the user has already is asked about first."""
     form = ChatImportForm(request.POST, request.FILES, user=request.user)
     if not form.is_valid():
         for error in form.errors.values():
             messages.error(request, error.as_text())
         return redirect("home")
     upload = form.cleaned_data["file"]
+    content = upload.read()
+    character, build_memory = form.cleaned_data["character"], form.cleaned_data["build_memory"]
     try:
         room, problems = chatfiles.chat_import(
-            host=request.user, character=form.cleaned_data["character"], content=upload.read()
+            host=request.user, character=character, content=content, allow_duplicate=False
         )
+    except chatfiles.ChatDuplicate as exc:
+        token = pending.hold(
+            user=request.user,
+            filename=upload.name,
+            content=content,
+            extra={"character": character.pk, "build_memory": build_memory},
+        )
+        context = {"existing": exc.existing, "file": upload.name, "token": token, "nav": "home"}
+        return render(request, "rooms/import_duplicate.html", context)
     except InteropError as exc:
         messages.error(request, f"{upload.name}: {exc}")
         return redirect("home")
+    return _chat_imported(request, upload.name, room, problems, build_memory=build_memory)
+
+
+@require_POST
+def chat_import_resolve(request: HttpRequest) -> HttpResponse:
+    """Answer the duplicate question for a held chat file: import it as a copy, or skip it."""
+    held = pending.get(user=request.user, token=request.POST.get("token", ""))
+    if held is None:
+        messages.error(request, "That chat file is no longer waiting: choose it again.")
+        return redirect("home")
+    pending.release(user=request.user, token=held.token)
+    if request.POST.get("action") != "copy":
+        messages.info(request, f"{held.filename}: skipped, nothing imported.")
+        return redirect("home")
+    character = library_selectors.owned(Character, user=request.user, pk=held.extra.get("character"))
+    try:
+        room, problems = chatfiles.chat_import(host=request.user, character=character, content=held.content)
+    except InteropError as exc:
+        messages.error(request, f"{held.filename}: {exc}")
+        return redirect("home")
+    return _chat_imported(
+        request, held.filename, room, problems, build_memory=bool(held.extra.get("build_memory"))
+    )
+
+
+def _chat_imported(request: HttpRequest, name: str, room, problems: list[str], *, build_memory: bool):
     if problems:
-        messages.warning(request, f"{upload.name}: imported, but skipped " + "; ".join(problems))
+        messages.warning(request, f"{name}: imported, but skipped " + "; ".join(problems))
     else:
-        messages.success(request, f"{upload.name}: imported.")
-    if form.cleaned_data["build_memory"]:
+        messages.success(request, f"{name}: imported.")
+    if build_memory:
         memory_tasks.backfill_start(room.pk)
     return redirect("rooms:room", pk=room.pk)
 

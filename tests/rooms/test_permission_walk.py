@@ -227,7 +227,7 @@ CALLS = [
     Call("leave", host=302, member=302, lands="home"),
 ]
 CALL_IDS = [c.id for c in CALLS]
-NOT_ROOM_SCOPED = {"start", "import", "invite", "invitation"}
+NOT_ROOM_SCOPED = {"start", "import", "import_resolve", "new", "invite", "invitation"}
 
 
 def client_for(user) -> Client:

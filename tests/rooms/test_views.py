@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -117,9 +118,12 @@ def test_export_and_reimport_keep_messages_swipes_and_hidden_flags(signed_in, ro
     parsed = chat_codec.parse_chat_jsonl(exported)
     assert [m.hidden for m in parsed.messages] == [False, False, True]
     assert len(parsed.messages[0].swipes) == room.messages.get(seq=0).variants.count()
-    response = signed_in.post(
+    asked = signed_in.post(
         reverse("rooms:import"), {"file": SimpleUploadedFile("c.jsonl", exported), "character": character.pk}
-    )
+    ).content.decode()
+    assert "is already in your chats" in asked
+    token = re.search(r'name="token" value="([^"]+)"', asked).group(1)
+    response = signed_in.post(reverse("rooms:import_resolve"), {"token": token, "action": "copy"})
     copy = Room.objects.exclude(pk=room.pk).get()
     assert response["Location"] == reverse("rooms:room", args=[copy.pk])
     again = chat_codec.parse_chat_jsonl(
