@@ -6,7 +6,7 @@ from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
 from orbchat.library.selectors import persona_default
-from rooms.models import Invite, Member, Room, Seat, Variant
+from rooms.models import Invite, Member, Message, Room, Seat, Variant
 from rooms.timeline import ticks, timeline
 
 
@@ -35,6 +35,20 @@ def person_avatar(room: Room, *, user_pk: int):
             return None
         persona = member.persona or persona_default(user=member.user)
     return persona.avatar if persona is not None and persona.avatar else None
+
+
+def persona_avatar(room: Room, *, persona_pk: int):
+    """The picture of a persona a message in `room` was written as, or None (also for a persona
+    no message there was written as: a persona is shown only to the rooms it spoke in)."""
+    message = (
+        Message.objects.filter(room=room, persona_id=persona_pk, kind=Message.Kind.HUMAN)
+        .select_related("persona")
+        .only("persona__avatar")
+        .first()
+    )
+    if message is None or message.persona is None or not message.persona.avatar:
+        return None
+    return message.persona.avatar
 
 
 def hosted_rooms(*, user) -> QuerySet[Room]:

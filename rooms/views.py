@@ -110,6 +110,12 @@ def person_avatar(request: HttpRequest, pk: int, user_pk: int) -> HttpResponse:
     return _avatar_response(selectors.person_avatar(room, user_pk=user_pk))
 
 
+def persona_avatar(request: HttpRequest, pk: int, persona_pk: int) -> HttpResponse:
+    """The picture of a persona a message in the room was written as, for everyone in the room."""
+    room = permissions.room_for_member(request.user, pk)
+    return _avatar_response(selectors.persona_avatar(room, persona_pk=persona_pk))
+
+
 MESSAGES_PAGE = 50
 
 
