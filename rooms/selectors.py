@@ -16,6 +16,16 @@ def visible_rooms(*, user) -> QuerySet[Room]:
     return Room.objects.filter(Q(host=user) | Q(pk__in=member_of))
 
 
+def plays_in_others_rooms(*, user) -> bool:
+    """Whether `user` is an active member of an open room someone else hosts (where the host's
+    Chat model answers, so they can play with no model of their own)."""
+    return (
+        Member.objects.filter(user=user, state=Member.State.ACTIVE, room__archived_at=None)
+        .exclude(room__host=user)
+        .exists()
+    )
+
+
 def seat_avatar(room: Room, *, seat_pk: int):
     """The picture of the character in one of `room`'s seats (its card's image), or None."""
     seat = Seat.objects.filter(room=room, pk=seat_pk).select_related("character").first()

@@ -34,13 +34,15 @@ from rooms.prompting import NoChatModel, TurnContext, plan_turn
 
 def chat_list(request: HttpRequest) -> HttpResponse:
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
+    needs_model = model_roles_get(user=request.user).chat_id is None
     context = {
         "rooms": selectors.chat_list(user=request.user, q=q, tag=tag),
         "tags": selectors.chat_tags(user=request.user),
         "q": q,
         "tag": tag,
         "import_form": ChatImportForm(user=request.user),
-        "needs_model": model_roles_get(user=request.user).chat_id is None,
+        "needs_model": needs_model,
+        "plays_as_guest": needs_model and selectors.plays_in_others_rooms(user=request.user),
         "invitations": selectors.pending_invitations(user=request.user),
         "nav": "home",
     }
