@@ -181,17 +181,17 @@ def test_a_guest_without_a_model_is_told_the_rooms_they_joined_work(client, room
     guest = make_user(actor=host, username="guest")
     client.force_login(guest)
     alone = client.get(reverse("home")).content.decode()
-    assert "No Chat model is connected yet" in alone and "you were invited to" not in alone
+    assert "No Chat model is connected yet" in alone and "rooms you joined" not in alone
 
     join(room, guest)
     page = client.get(reverse("home")).content.decode()
     assert "No Chat model is connected yet" not in page
-    assert "The rooms you were invited to work as they are: there the host's Chat model answers." in page
+    assert "You can play in the rooms you joined: there the host's Chat model answers." in page
     assert "Chats of your own need a model of your own" in page
     assert f'href="/chats/{room.pk}/"' in page and "hosted by host" in page
 
 
 def test_the_host_sees_no_guest_notice_in_their_own_room(signed_in, room):
     page = signed_in.get(reverse("home")).content.decode()
-    assert "No Chat model is connected yet" in page and "you were invited to" not in page
+    assert "No Chat model is connected yet" in page and "rooms you joined" not in page
     assert "hosted by" not in page
