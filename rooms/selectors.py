@@ -20,6 +20,16 @@ def visible_rooms(*, user) -> QuerySet[Room]:
     return Room.objects.filter(Q(host=user) | Q(pk__in=member_of))
 
 
+def plays_in_others_rooms(*, user) -> bool:
+    """Whether `user` is an active member of an open room someone else hosts (where the host's
+    Chat model answers, so they can play with no model of their own)."""
+    return (
+        Member.objects.filter(user=user, state=Member.State.ACTIVE, room__archived_at=None)
+        .exclude(room__host=user)
+        .exists()
+    )
+
+
 def seat_avatar(room: Room, *, seat_pk: int):
     """The picture of the character in one of `room`'s seats (its card's image), or None."""
     seat = Seat.objects.filter(room=room, pk=seat_pk).select_related("character").first()
@@ -39,6 +49,20 @@ def person_avatar(room: Room, *, user_pk: int):
             return None
         persona = member.persona or persona_default(user=member.user)
     return persona.avatar if persona is not None and persona.avatar else None
+
+
+def persona_avatar(room: Room, *, persona_pk: int):
+    """The picture of a persona a message in `room` was written as, or None (also for a persona
+    no message there was written as: a persona is shown only to the rooms it spoke in)."""
+    message = (
+        Message.objects.filter(room=room, persona_id=persona_pk, kind=Message.Kind.HUMAN)
+        .select_related("persona")
+        .only("persona__avatar")
+        .first()
+    )
+    if message is None or message.persona is None or not message.persona.avatar:
+        return None
+    return message.persona.avatar
 
 
 def hosted_rooms(*, user) -> QuerySet[Room]:

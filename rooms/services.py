@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from django.conf import settings
@@ -118,9 +119,25 @@ def user_persona(room: Room, user: User) -> Persona | None:
     return (member.persona if member else None) or persona_default(user=user)
 
 
+@dataclass(frozen=True)
+class Writer:
+    """Who a person's message is written as: their persona there (None: none) and its name."""
+
+    persona: Persona | None
+    name: str
+
+    @classmethod
+    def of(cls, user: User, persona: Persona | None) -> Writer:
+        return cls(persona=persona, name=persona.name if persona else user.get_username())
+
+
+def user_writer(room: Room, user: User) -> Writer:
+    """Return who `user` writes as in `room` now."""
+    return Writer.of(user, user_persona(room, user))
+
+
 def user_display_name(room: Room, user: User) -> str:
-    persona = user_persona(room, user)
-    return persona.name if persona else user.get_username()
+    return user_writer(room, user).name
 
 
 def _greeting_post(*, room: Room, seat: Seat, character: Character, in_group: bool) -> Message | None:
@@ -239,29 +256,31 @@ def room_delete(*, room: Room) -> None:
     room.delete()
 
 
-def message_create(*, room: Room, author: User, text: str, speaker_name: str | None = None) -> Message:
+def message_create(*, room: Room, author: User, text: str, writer: Writer | None = None) -> Message:
     """Save a person's message at the room's next seq and show it to everyone in the room.
 
-    `speaker_name` is the name the author writes under, when the caller has read it already
-    (a turn's `TurnContext`); otherwise it is read here.
+    The message keeps the persona it is written as (its name and its picture), whatever its
+    author writes as later. `writer` is that persona when the caller has read it already (a
+    turn's `TurnContext`); otherwise it is read here.
 
     A locked database is waited for (`retry_when_locked`): the message is saved, or the
     ActionRefused raised says it was not.
     """
     text = text.strip()
     _check_text(text)
-    name = speaker_name or user_display_name(room, author)
-    return retry_when_locked(lambda: _message_save(room=room, author=author, text=text, speaker_name=name))
+    writer = writer or user_writer(room, author)
+    return retry_when_locked(lambda: _message_save(room=room, author=author, text=text, writer=writer))
 
 
 @transaction.atomic
-def _message_save(*, room: Room, author: User, text: str, speaker_name: str) -> Message:
+def _message_save(*, room: Room, author: User, text: str, writer: Writer) -> Message:
     message = Message.objects.create(
         room=room,
         seq=_take_seq(room),
         kind=Message.Kind.HUMAN,
         author=author,
-        speaker_name=speaker_name,
+        speaker_name=writer.name,
+        persona=writer.persona,
     )
     Variant.objects.create(message=message, room=room, index=0, text=text, tokens=tokens.count(text))
     events.message_added(message)
@@ -598,6 +617,7 @@ def room_fork(*, room: Room, at_seq: int) -> Room:
             author=message.author,
             seat=seats.get(message.seat_id),
             speaker_name=message.speaker_name,
+            persona_id=message.persona_id,
             hidden=message.hidden,
             active_index=message.active_index,
         )

@@ -24,6 +24,7 @@ urlpatterns = [
     path("chats/<int:pk>/messages/<int:message_pk>/fork/", views.room_fork, name="fork"),
     path("chats/<int:pk>/seats/<int:seat_pk>/avatar/", views.seat_avatar, name="seat_avatar"),
     path("chats/<int:pk>/people/<int:user_pk>/avatar/", views.person_avatar, name="person_avatar"),
+    path("chats/<int:pk>/personas/<int:persona_pk>/avatar/", views.persona_avatar, name="persona_avatar"),
     path("chats/<int:pk>/people/", views.room_people, name="people"),
     path("chats/<int:pk>/seats/add/", views.seat_add, name="seat_add"),
     path("chats/<int:pk>/seats/<int:seat_pk>/", views.seat_update, name="seat_update"),

@@ -40,6 +40,7 @@ def chat_list(request: HttpRequest) -> HttpResponse:
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
     rooms = list(selectors.chat_list(user=request.user, q=q, tag=tag))
     lines = selectors.chat_last_lines(rooms)
+    needs_model = model_roles_get(user=request.user).chat_id is None
     context = {
         "rooms": rooms,
         "rows": [(room, lines.get(room.pk)) for room in rooms],
@@ -47,7 +48,8 @@ def chat_list(request: HttpRequest) -> HttpResponse:
         "q": q,
         "tag": tag,
         "import_form": ChatImportForm(user=request.user),
-        "needs_model": model_roles_get(user=request.user).chat_id is None,
+        "needs_model": needs_model,
+        "plays_as_guest": needs_model and selectors.plays_in_others_rooms(user=request.user),
         "invitations": selectors.pending_invitations(user=request.user),
         "nav": "home",
     }
@@ -156,6 +158,12 @@ def person_avatar(request: HttpRequest, pk: int, user_pk: int) -> HttpResponse:
     """The picture of the persona a person writes as in the room, for everyone in the room."""
     room = permissions.room_for_member(request.user, pk)
     return _avatar_response(selectors.person_avatar(room, user_pk=user_pk))
+
+
+def persona_avatar(request: HttpRequest, pk: int, persona_pk: int) -> HttpResponse:
+    """The picture of a persona a message in the room was written as, for everyone in the room."""
+    room = permissions.room_for_member(request.user, pk)
+    return _avatar_response(selectors.persona_avatar(room, persona_pk=persona_pk))
 
 
 MESSAGES_PAGE = 50

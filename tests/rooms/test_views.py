@@ -12,7 +12,7 @@ from django.urls import reverse
 from orbchat.interop import chats as chat_codec
 from rooms import services
 from rooms.models import Message, Room
-from tests.factories import make_user
+from tests.factories import join, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -179,3 +179,23 @@ def test_the_settings_page_shows_the_memory_card_once_and_a_plain_title(signed_i
     assert html.count('class="card memory-status"') == 1
     title = html.split("<title>", 1)[1].split("</title>", 1)[0]
     assert "<" not in title and "Settings" in title
+
+
+def test_a_guest_without_a_model_is_told_the_rooms_they_joined_work(client, room, host):
+    guest = make_user(actor=host, username="guest")
+    client.force_login(guest)
+    alone = client.get(reverse("home")).content.decode()
+    assert "No Chat model is connected yet" in alone and "rooms you joined" not in alone
+
+    join(room, guest)
+    page = client.get(reverse("home")).content.decode()
+    assert "No Chat model is connected yet" not in page
+    assert "You can play in the rooms you joined: there the host's Chat model answers." in page
+    assert "Chats of your own need a model of your own" in page
+    assert f'href="/chats/{room.pk}/"' in page and "hosted by host" in page
+
+
+def test_the_host_sees_no_guest_notice_in_their_own_room(signed_in, room):
+    page = signed_in.get(reverse("home")).content.decode()
+    assert "No Chat model is connected yet" in page and "rooms you joined" not in page
+    assert "hosted by" not in page
