@@ -51,3 +51,5 @@ def test_the_panel_offers_the_rewrite_and_starts_it(contexts, fake_llm, size):  
     offer.get_by_role("button", name="Rewrite them with Fake").click()
     expect(host.get_by_text("in the background")).to_be_visible()
     expect(host).to_have_url(f"{host.url.split('/chats/')[0]}/chats/{room.pk}/memory/")
+    expect(host.locator(".memory-rewrite .backfill")).to_be_visible()
+    host.screenshot(path=str(SCREENSHOTS / f"memory-rewrite-started-{size[0]}.png"))
