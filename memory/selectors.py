@@ -43,6 +43,24 @@ def summariser_status(user) -> dict:
     return {"builtin": roles.utility_id is None, "chat": roles.chat}
 
 
+def builtin_rewrite(room: Room) -> dict | None:
+    """The host's offer to rewrite a room's built-in summaries with their Utility model.
+
+    None unless memory runs for the room, the host has a Utility model and some of the room's
+    summaries were written by the built-in summariser. The rewrite is the room's backfill, so the
+    offer carries its progress: a queued or running one shows instead of the button.
+    """
+    if not memory_on(room):
+        return None
+    utility = model_roles_get(user=room.host).utility
+    if utility is None:
+        return None
+    count = Summary.objects.filter(room=room, source=Summary.Source.EXTRACTIVE).count()
+    if not count:
+        return None
+    return {"count": count, "utility": utility, "backfill": backfill_progress(room.pk)}
+
+
 def personal_memory_on(room: Room) -> bool:
     """Each character gets its own set: Per-speaker replies with "only their own card"."""
     return room_options(room).own_cards

@@ -132,6 +132,7 @@ def panel(request: HttpRequest, pk: int) -> HttpResponse:
         "add_form": MemoryAddForm() if host else None,
         "memory_on": selectors.memory_on(room),
         "summariser": selectors.summariser_status(request.user) if host else None,
+        "rewrite": selectors.builtin_rewrite(room) if host else None,
         "nav": "home",
     }
     return render(request, "memory/panel.html", context)

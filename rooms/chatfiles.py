@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, transaction
+from django.db.models import Count, F
 from django.utils import timezone
 
 from orbchat.accounts.models import User
@@ -22,10 +23,45 @@ from rooms.services import NARRATOR, retry_when_locked, room_delete, room_person
 IMPORT_BATCH = 1_000
 
 
+class ChatDuplicate(Exception):
+    """The chat is in one of the host's rooms already (`existing`); nothing was imported."""
+
+    def __init__(self, existing: Room) -> None:
+        super().__init__(f"“{existing.title}” is already in your chats")
+        self.existing = existing
+
+
+def chat_duplicate(*, host: User, character: Character, items: list[chats.ChatMessage]) -> Room | None:
+    """The room of `host`'s with `character` seated that holds exactly these messages, or None.
+
+    The same chat has the same character and the same messages: as many, in the same order,
+    each by the same side (person or character) with the same swipe shown. A chat imported and
+    then continued is no longer the same.
+    """
+    wanted = [(item.is_user, item.swipes[item.swipe_id] if item.swipes else "") for item in items]
+    candidates = (
+        Room.objects.filter(host=host, seats__character=character)
+        .annotate(message_count=Count("messages", distinct=True))
+        .filter(message_count=len(wanted))
+        .order_by("-pk")
+        .distinct()
+    )
+    for room in candidates[:20]:
+        shown = Variant.objects.filter(room=room, index=F("message__active_index")).order_by("message__seq")
+        rows = shown.values_list("message__kind", "text")
+        have = [(kind == Message.Kind.HUMAN, text) for kind, text in rows]
+        if have == wanted:
+            return room
+    return None
+
+
 def chat_import(
-    *, host: User, character: Character, content: bytes, title: str = ""
+    *, host: User, character: Character, content: bytes, title: str = "", allow_duplicate: bool = True
 ) -> tuple[Room, list[str]]:
     """Import a SillyTavern .jsonl chat onto a character; return the room and the lines skipped.
+
+    With `allow_duplicate` False, a chat the host has already (`chat_duplicate`) is not imported:
+    ChatDuplicate names its room.
 
     The messages are written IMPORT_BATCH at a time, each batch in a transaction of its own.
     The room's seq numbers are reserved first, so a message sent to it meanwhile comes after
@@ -43,6 +79,8 @@ def chat_import(
             problems.append(f"message {number}: longer than {limit:,} characters")
         else:
             items.append(item)
+    if not allow_duplicate and (existing := chat_duplicate(host=host, character=character, items=items)):
+        raise ChatDuplicate(existing)
     metadata = parsed.chat_metadata
     note = chats.authors_note(metadata)
     with transaction.atomic():

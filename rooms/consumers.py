@@ -129,9 +129,7 @@ class RoomConsumer(FrameConsumer):
             refusal = self._allowed(user, "send", turn.room)
             if refusal:
                 raise Refused(refusal)
-            services.message_create(
-                room=turn.room, author=user, text=text, speaker_name=turn.speaker_name(user)
-            )
+            services.message_create(room=turn.room, author=user, text=text, writer=turn.writer(user))
 
         # Checked and saved in the same trip to the database that opens the reply.
         try:

@@ -69,6 +69,52 @@ class RoomSettingsForm(forms.Form):
         self.fields["world_books"].queryset = WorldBook.objects.filter(owner=user)
 
 
+class RoomControlsForm(RoomSettingsForm):
+    """The chat page's controls: the settings named in `names`, each validated as on the settings
+    page, so one or a few can change at a time without the rest being sent."""
+
+    FIELDS = (
+        "persona",
+        "preset",
+        "world_books",
+        "authors_note",
+        "authors_note_depth",
+        "authors_note_role",
+        *RoomSettingsForm.PLAY_FIELDS,
+    )
+
+    def __init__(self, *args, user, names=FIELDS, **kwargs) -> None:
+        super().__init__(*args, user=user, **kwargs)
+        for name in list(self.fields):
+            if name not in names:
+                del self.fields[name]
+
+
+class GroupChatForm(forms.Form):
+    characters = forms.ModelMultipleChoiceField(
+        queryset=Character.objects.none(),
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={
+            "required": "Pick at least two characters for a group chat.",
+            "invalid_choice": "Pick only characters from your own library.",
+            "invalid_pk_value": "Pick only characters from your own library.",
+        },
+    )
+    title = forms.CharField(max_length=300, required=False, help_text="Empty: the characters' names.")
+    reply_mode = forms.ChoiceField(choices=REPLY_MODES, initial="per_speaker")
+    turn_order = forms.ChoiceField(label="Who speaks each round", choices=TURN_ORDERS, initial="natural")
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["characters"].queryset = Character.objects.filter(owner=user).order_by("name", "pk")
+
+    def clean_characters(self):
+        characters = self.cleaned_data["characters"]
+        if len(characters) < 2:
+            raise forms.ValidationError("Pick at least two characters for a group chat.")
+        return characters
+
+
 class ChatImportForm(forms.Form):
     file = forms.FileField(label="SillyTavern chat (.jsonl)")
     character = forms.ModelChoiceField(queryset=Character.objects.none())

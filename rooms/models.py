@@ -160,6 +160,12 @@ class Message(models.Model):
     )
     seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     speaker_name = models.CharField(max_length=500)
+    # The persona a person's message was written as: its name is `speaker_name`, its picture the
+    # message's avatar, even after its author switches persona. None: a character's message, an
+    # imported one, or a persona since deleted (the avatar is then the author's persona now).
+    persona = models.ForeignKey(
+        "library.Persona", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     hidden = models.BooleanField(default=False)
     active_index = models.PositiveIntegerField(default=0)
     # The fields of an imported SillyTavern message that have no column here (`extra`,

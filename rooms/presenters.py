@@ -67,11 +67,14 @@ class MessageView:
 
     @property
     def avatar_url(self) -> str:
-        """The speaker's picture: the seated character's card image, or the persona its author
-        writes as in this room; "" for a speaker with neither (an imported message)."""
+        """The speaker's picture: the seated character's card image; for a person, the persona
+        the message was written as, else (an imported message, a deleted persona) the persona
+        its author writes as in this room now; "" for a speaker with neither."""
         m = self.message
         if m.kind == Message.Kind.CHARACTER and m.seat_id is not None:
             return reverse("rooms:seat_avatar", args=[m.room_id, m.seat_id])
+        if m.kind == Message.Kind.HUMAN and m.persona_id is not None:
+            return reverse("rooms:persona_avatar", args=[m.room_id, m.persona_id])
         if m.kind == Message.Kind.HUMAN and m.author_id is not None:
             return reverse("rooms:person_avatar", args=[m.room_id, m.author_id])
         return ""
@@ -96,7 +99,7 @@ def message_view(message: Message, variants: list[Variant] | None = None) -> Mes
 # columns alone, as plain tuples, to find its partials in the cache.
 MESSAGE_FIELDS = (
     "pk", "room_id", "seq", "kind", "hidden", "author_id", "speaker_name", "created_at", "active_index",
-    "seat_id",
+    "seat_id", "persona_id",
 )  # fmt: skip
 VARIANT_FIELDS = ("pk", "message_id", "index", "state", "tokens", "model", "text")
 _STREAMING = Variant.State.STREAMING.value

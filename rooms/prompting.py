@@ -22,7 +22,7 @@ from orbchat.prompting import assemble, macros, textmode, worldinfo
 from rooms import memory_port, textturn, tokens
 from rooms.models import Member, Message, Room, Seat, Variant
 from rooms.options import room_options
-from rooms.services import NARRATOR, room_persona, seated, user_display_name
+from rooms.services import NARRATOR, Writer, room_persona, seated, user_persona, user_writer
 
 DEFAULT_CONTEXT = 8192
 HISTORY_PAGE = 200
@@ -55,11 +55,17 @@ class TurnContext:
         """The context of a room already read (the host's persona is read here)."""
         return cls(room=room, persona=room_persona(room))
 
-    def speaker_name(self, user) -> str:
-        """The name `user` writes under in this room: the host's from the persona read here."""
+    def writer(self, user) -> Writer:
+        """Who `user` writes as in this room: the host as the persona read here, a member as theirs."""
         if user.pk == self.room.host_id:
-            return self.persona.name if self.persona else user.get_username()
-        return user_display_name(self.room, user)
+            return Writer.of(user, self.persona)
+        return user_writer(self.room, user)
+
+    def as_writer(self, user) -> TurnContext:
+        """This context with `user`'s persona as {{user}}: for a draft written in their voice."""
+        if user.pk == self.room.host_id:
+            return self
+        return replace(self, persona=user_persona(self.room, user))
 
 
 @dataclass

@@ -15,9 +15,11 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from html import unescape
 from typing import Any
 
 import markdown_it
+from django.utils.html import strip_tags
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.renderer import RendererHTML
@@ -184,6 +186,22 @@ def render_message(text: str) -> str:
     with _renders_lock:
         _renders += 1
     return sanitize_html(_MD.render(text))
+
+
+_MACRO_RE = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+
+
+def plain_excerpt(text: str, *, limit: int) -> str:
+    """The text as a person reads it on one line: no macros, Markdown or HTML, cut at a word
+    within `limit` characters (with "…" when cut). The result is not escaped."""
+    html = _MD.render(_MACRO_RE.sub("", text))
+    plain = " ".join(unescape(strip_tags(html)).split())
+    if len(plain) <= limit:
+        return plain
+    cut = plain[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:.") + "…"
 
 
 def render_count() -> int:

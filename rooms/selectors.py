@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Max, Q, QuerySet
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from orbchat.library.selectors import persona_default
-from rooms.models import Invite, Member, Room, Seat, Variant
+from rooms.models import Invite, Member, Message, Room, Seat, Variant
+from rooms.rendering import plain_excerpt
 from rooms.timeline import ticks, timeline
 
 
@@ -14,6 +18,16 @@ def visible_rooms(*, user) -> QuerySet[Room]:
     """Rooms `user` hosts or is an active member of."""
     member_of = Member.objects.filter(user=user, state=Member.State.ACTIVE).values("room_id")
     return Room.objects.filter(Q(host=user) | Q(pk__in=member_of))
+
+
+def plays_in_others_rooms(*, user) -> bool:
+    """Whether `user` is an active member of an open room someone else hosts (where the host's
+    Chat model answers, so they can play with no model of their own)."""
+    return (
+        Member.objects.filter(user=user, state=Member.State.ACTIVE, room__archived_at=None)
+        .exclude(room__host=user)
+        .exists()
+    )
 
 
 def seat_avatar(room: Room, *, seat_pk: int):
@@ -37,13 +51,44 @@ def person_avatar(room: Room, *, user_pk: int):
     return persona.avatar if persona is not None and persona.avatar else None
 
 
+def persona_avatar(room: Room, *, persona_pk: int):
+    """The picture of a persona a message in `room` was written as, or None (also for a persona
+    no message there was written as: a persona is shown only to the rooms it spoke in)."""
+    message = (
+        Message.objects.filter(room=room, persona_id=persona_pk, kind=Message.Kind.HUMAN)
+        .select_related("persona")
+        .only("persona__avatar")
+        .first()
+    )
+    if message is None or message.persona is None or not message.persona.avatar:
+        return None
+    return message.persona.avatar
+
+
 def hosted_rooms(*, user) -> QuerySet[Room]:
     """The rooms `user` hosts (what their Corpus searches and their memory stats count)."""
     return Room.objects.filter(host=user).order_by("title", "pk")
 
 
+LAST_LINE_CHARS = 120  # how much of a chat's last message its row in the chat list shows
+
+
+@dataclass(frozen=True)
+class LastLine:
+    speaker: str
+    text: str  # plain text: macros and markup stripped, at most LAST_LINE_CHARS
+    at: datetime
+
+
 def chat_list(*, user, q: str = "", tag: str = "") -> QuerySet[Room]:
-    rooms = visible_rooms(user=user).select_related("host").prefetch_related("seats")
+    """The chats `user` may open, each annotated with `last_message_pk`, its newest visible message."""
+    last_visible = Message.objects.filter(room=OuterRef("pk"), hidden=False).order_by("-seq").values("pk")[:1]
+    rooms = (
+        visible_rooms(user=user)
+        .select_related("host")
+        .prefetch_related("seats")
+        .annotate(last_message_pk=Subquery(last_visible))
+    )
     if q:
         text_hits = Variant.objects.filter(room__in=visible_rooms(user=user), text__icontains=q).values(
             "room_id"
@@ -55,6 +100,27 @@ def chat_list(*, user, q: str = "", tag: str = "") -> QuerySet[Room]:
         ids = [r.pk for r in rooms.only("pk", "tags") if tag.lower() in (t.lower() for t in r.tags)]
         rooms = rooms.filter(pk__in=ids)
     return rooms
+
+
+def chat_last_lines(rooms) -> dict[int, LastLine]:
+    """Map each room of `rooms` (from `chat_list`) to its last visible message line, in one query.
+
+    A room with no visible message is left out.
+    """
+    ids = [room.last_message_pk for room in rooms if room.last_message_pk is not None]
+    variants = (
+        Variant.objects.filter(message_id__in=ids, index=F("message__active_index"))
+        .select_related("message")
+        .only("text", "room_id", "message__speaker_name", "message__created_at")
+    )
+    return {
+        v.room_id: LastLine(
+            speaker=v.message.speaker_name,
+            text=plain_excerpt(v.text, limit=LAST_LINE_CHARS),
+            at=v.message.created_at,
+        )
+        for v in variants
+    }
 
 
 def solo_chats_latest(*, user, character_ids) -> dict[int, int]:

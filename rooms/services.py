@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from orbchat.library.selectors import persona_default
 from orbchat.prompting import macros
 from rooms import events, signals, tokens
 from rooms.models import Member, Message, Presence, Room, Seat, Variant
+from rooms.options import RoomOptions
 
 NARRATOR = "Narrator"  # speaker of a Narrator-mode message, which voices every character
 # A generation that has not written for this long is taken as dead (its process ended).
@@ -117,9 +119,25 @@ def user_persona(room: Room, user: User) -> Persona | None:
     return (member.persona if member else None) or persona_default(user=user)
 
 
+@dataclass(frozen=True)
+class Writer:
+    """Who a person's message is written as: their persona there (None: none) and its name."""
+
+    persona: Persona | None
+    name: str
+
+    @classmethod
+    def of(cls, user: User, persona: Persona | None) -> Writer:
+        return cls(persona=persona, name=persona.name if persona else user.get_username())
+
+
+def user_writer(room: Room, user: User) -> Writer:
+    """Return who `user` writes as in `room` now."""
+    return Writer.of(user, user_persona(room, user))
+
+
 def user_display_name(room: Room, user: User) -> str:
-    persona = user_persona(room, user)
-    return persona.name if persona else user.get_username()
+    return user_writer(room, user).name
 
 
 def _greeting_post(*, room: Room, seat: Seat, character: Character, in_group: bool) -> Message | None:
@@ -193,6 +211,35 @@ def room_create_from_character(*, host: User, character: Character) -> Room:
 
 
 @transaction.atomic
+def room_create_group(
+    *, host: User, characters: list[Character], title: str = "", options: RoomOptions | None = None
+) -> Room:
+    """Start a group chat: every character is seated and, as in a SillyTavern group chat, each
+    posts its greeting in the order given, its group-only greetings offered as swipes."""
+    if len(characters) < 2:
+        raise ActionRefused("A group chat needs at least two characters.")
+    if any(character.owner_id != host.pk for character in characters):
+        raise ActionRefused("A group chat can seat only characters from your own library.")
+    names = ", ".join(character.name for character in characters)
+    room = Room.objects.create(
+        host=host,
+        title=(title.strip() or names)[:300],
+        preset=host.presets.order_by("pk").first(),
+        settings=(options or RoomOptions()).to_json(),
+    )
+    seats = []
+    for character in characters:
+        seat = Seat.objects.create(
+            room=room, character=character, name=character.name, talkativeness=character.talkativeness
+        )
+        Presence.objects.create(seat=seat, joined_seq=0)
+        seats.append(seat)
+    for seat, character in zip(seats, characters, strict=True):
+        _greeting_post(room=room, seat=seat, character=character, in_group=True)
+    return room
+
+
+@transaction.atomic
 def room_update(*, room: Room, **fields) -> Room:
     books = fields.pop("world_books", None)
     for name, value in fields.items():
@@ -209,29 +256,31 @@ def room_delete(*, room: Room) -> None:
     room.delete()
 
 
-def message_create(*, room: Room, author: User, text: str, speaker_name: str | None = None) -> Message:
+def message_create(*, room: Room, author: User, text: str, writer: Writer | None = None) -> Message:
     """Save a person's message at the room's next seq and show it to everyone in the room.
 
-    `speaker_name` is the name the author writes under, when the caller has read it already
-    (a turn's `TurnContext`); otherwise it is read here.
+    The message keeps the persona it is written as (its name and its picture), whatever its
+    author writes as later. `writer` is that persona when the caller has read it already (a
+    turn's `TurnContext`); otherwise it is read here.
 
     A locked database is waited for (`retry_when_locked`): the message is saved, or the
     ActionRefused raised says it was not.
     """
     text = text.strip()
     _check_text(text)
-    name = speaker_name or user_display_name(room, author)
-    return retry_when_locked(lambda: _message_save(room=room, author=author, text=text, speaker_name=name))
+    writer = writer or user_writer(room, author)
+    return retry_when_locked(lambda: _message_save(room=room, author=author, text=text, writer=writer))
 
 
 @transaction.atomic
-def _message_save(*, room: Room, author: User, text: str, speaker_name: str) -> Message:
+def _message_save(*, room: Room, author: User, text: str, writer: Writer) -> Message:
     message = Message.objects.create(
         room=room,
         seq=_take_seq(room),
         kind=Message.Kind.HUMAN,
         author=author,
-        speaker_name=speaker_name,
+        speaker_name=writer.name,
+        persona=writer.persona,
     )
     Variant.objects.create(message=message, room=room, index=0, text=text, tokens=tokens.count(text))
     events.message_added(message)
@@ -568,6 +617,7 @@ def room_fork(*, room: Room, at_seq: int) -> Room:
             author=message.author,
             seat=seats.get(message.seat_id),
             speaker_name=message.speaker_name,
+            persona_id=message.persona_id,
             hidden=message.hidden,
             active_index=message.active_index,
         )

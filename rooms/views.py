@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import mimetypes
+from dataclasses import replace
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -15,14 +16,17 @@ from memory.selectors import memory_model_warming, memory_on, room_memory_status
 from orbchat.connections.selectors import model_roles_get
 from orbchat.interop import chats as chat_codec
 from orbchat.interop.errors import InteropError
+from orbchat.library import pending
 from orbchat.library import selectors as library_selectors
 from orbchat.library.models import Character
 from rooms import chatfiles, members, permissions, presenters, selectors, services
 from rooms.forms import (
     ChatImportForm,
+    GroupChatForm,
     InviteLinkForm,
     InviteUserForm,
     MemberPersonaForm,
+    RoomControlsForm,
     RoomSettingsForm,
     SeatAddForm,
     SeatForm,
@@ -34,13 +38,18 @@ from rooms.prompting import NoChatModel, TurnContext, plan_turn
 
 def chat_list(request: HttpRequest) -> HttpResponse:
     q, tag = request.GET.get("q", "").strip(), request.GET.get("tag", "").strip()
+    rooms = list(selectors.chat_list(user=request.user, q=q, tag=tag))
+    lines = selectors.chat_last_lines(rooms)
+    needs_model = model_roles_get(user=request.user).chat_id is None
     context = {
-        "rooms": selectors.chat_list(user=request.user, q=q, tag=tag),
+        "rooms": rooms,
+        "rows": [(room, lines.get(room.pk)) for room in rooms],
         "tags": selectors.chat_tags(user=request.user),
         "q": q,
         "tag": tag,
         "import_form": ChatImportForm(user=request.user),
-        "needs_model": model_roles_get(user=request.user).chat_id is None,
+        "needs_model": needs_model,
+        "plays_as_guest": needs_model and selectors.plays_in_others_rooms(user=request.user),
         "invitations": selectors.pending_invitations(user=request.user),
         "nav": "home",
     }
@@ -52,6 +61,25 @@ def chat_start(request: HttpRequest, character_pk: int) -> HttpResponse:
     character = library_selectors.owned(Character, user=request.user, pk=character_pk)
     room = services.room_create_from_character(host=request.user, character=character)
     return redirect("rooms:room", pk=room.pk)
+
+
+def group_chat_new(request: HttpRequest) -> HttpResponse:
+    """Pick two or more of your characters and how they take turns; start the chat."""
+    form = GroupChatForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            room = services.room_create_group(
+                host=request.user,
+                characters=list(data["characters"]),
+                title=data["title"],
+                options=RoomOptions(reply_mode=data["reply_mode"], turn_order=data["turn_order"]),
+            )
+        except services.ActionRefused as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("rooms:room", pk=room.pk)
+    return render(request, "rooms/group_new.html", {"form": form, "nav": "home"})
 
 
 def _seq(request: HttpRequest, name: str) -> int | None:
@@ -79,7 +107,29 @@ def room_detail(request: HttpRequest, pk: int) -> HttpResponse:
         **people,
         "nav": "home",
     }
+    if context["is_host"]:
+        context["controls_form"] = RoomControlsForm(
+            user=request.user, names=DRAWER_FIELDS, initial=_settings_initial(room), auto_id="controls-%s"
+        )
+    else:
+        mine = next((m for m in people["members"] if m.user_id == request.user.pk), None)
+        context["persona_form"] = MemberPersonaForm(
+            user=request.user, initial={"persona": mine.persona if mine else None}, auto_id="controls-%s"
+        )
     return render(request, "rooms/room.html", context)
+
+
+# The settings the chat page's drawer offers the host; the settings page has them all.
+DRAWER_FIELDS = (
+    "persona",
+    "preset",
+    "world_books",
+    "authors_note",
+    "authors_note_depth",
+    "authors_note_role",
+    "reply_mode",
+    "turn_order",
+)
 
 
 # What an avatar without a picture answers: a transparent image, so the speaker's initial drawn
@@ -108,6 +158,12 @@ def person_avatar(request: HttpRequest, pk: int, user_pk: int) -> HttpResponse:
     """The picture of the persona a person writes as in the room, for everyone in the room."""
     room = permissions.room_for_member(request.user, pk)
     return _avatar_response(selectors.person_avatar(room, user_pk=user_pk))
+
+
+def persona_avatar(request: HttpRequest, pk: int, persona_pk: int) -> HttpResponse:
+    """The picture of a persona a message in the room was written as, for everyone in the room."""
+    room = permissions.room_for_member(request.user, pk)
+    return _avatar_response(selectors.persona_avatar(room, persona_pk=persona_pk))
 
 
 MESSAGES_PAGE = 50
@@ -170,9 +226,8 @@ def room_fork(request: HttpRequest, pk: int, message_pk: int) -> HttpResponse:
     return redirect("rooms:room", pk=fork.pk)
 
 
-def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
-    room = permissions.room_for_host(request.user, pk)
-    initial = {
+def _settings_initial(room) -> dict:
+    return {
         "title": room.title,
         "persona": room.persona,
         "preset": room.preset,
@@ -183,7 +238,11 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         "tags": room.tags,
         **room_options(room).to_json(),
     }
-    form = RoomSettingsForm(request.POST or None, user=request.user, initial=initial)
+
+
+def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    form = RoomSettingsForm(request.POST or None, user=request.user, initial=_settings_initial(room))
     if request.method == "POST" and form.is_valid():
         fields = dict(form.cleaned_data)
         play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS}
@@ -192,6 +251,31 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("rooms:room", pk=room.pk)
     context = {"room": room, "form": form, "memory": room_memory_status(room), "nav": "home"}
     return render(request, "rooms/settings.html", context)
+
+
+@require_POST
+def room_controls(request: HttpRequest, pk: int) -> JsonResponse:
+    """Change one or a few of the room's settings at once from the chat page (the host only).
+
+    Each `field` names a setting posted, so a checkbox or a list of world books left empty reads
+    as "none" rather than as "not sent". All of them are saved, or none: `{"saved": [names]}`,
+    else 400 with `{"errors": {name: message}}`.
+    """
+    room = permissions.room_for_host(request.user, pk)
+    permissions.ensure_writable(room)
+    names = request.POST.getlist("field")
+    if not names or any(name not in RoomControlsForm.FIELDS for name in names):
+        return JsonResponse({"errors": {"__all__": "That setting cannot be changed here."}}, status=400)
+    form = RoomControlsForm(request.POST, user=request.user, names=names)
+    if not form.is_valid():
+        errors = {name: " ".join(problems) for name, problems in form.errors.items()}
+        return JsonResponse({"errors": errors}, status=400)
+    fields = dict(form.cleaned_data)
+    play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS if name in fields}
+    if play:
+        fields["settings"] = {**room.settings, **replace(room_options(room), **play).to_json()}
+    services.room_update(room=room, **fields)
+    return JsonResponse({"saved": sorted(form.cleaned_data)})
 
 
 def room_delete(request: HttpRequest, pk: int) -> HttpResponse:
@@ -238,24 +322,62 @@ def room_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
 
 @require_POST
 def chat_import(request: HttpRequest) -> HttpResponse:
+    """Import a chat file onto a character; a chat the user has already is asked about first."""
     form = ChatImportForm(request.POST, request.FILES, user=request.user)
     if not form.is_valid():
         for error in form.errors.values():
             messages.error(request, error.as_text())
         return redirect("home")
     upload = form.cleaned_data["file"]
+    content = upload.read()
+    character, build_memory = form.cleaned_data["character"], form.cleaned_data["build_memory"]
     try:
         room, problems = chatfiles.chat_import(
-            host=request.user, character=form.cleaned_data["character"], content=upload.read()
+            host=request.user, character=character, content=content, allow_duplicate=False
         )
+    except chatfiles.ChatDuplicate as exc:
+        token = pending.hold(
+            user=request.user,
+            filename=upload.name,
+            content=content,
+            extra={"character": character.pk, "build_memory": build_memory},
+        )
+        context = {"existing": exc.existing, "file": upload.name, "token": token, "nav": "home"}
+        return render(request, "rooms/import_duplicate.html", context)
     except InteropError as exc:
         messages.error(request, f"{upload.name}: {exc}")
         return redirect("home")
+    return _chat_imported(request, upload.name, room, problems, build_memory=build_memory)
+
+
+@require_POST
+def chat_import_resolve(request: HttpRequest) -> HttpResponse:
+    """Answer the duplicate question for a held chat file: import it as a copy, or skip it."""
+    held = pending.get(user=request.user, token=request.POST.get("token", ""))
+    if held is None:
+        messages.error(request, "That chat file is no longer waiting: choose it again.")
+        return redirect("home")
+    pending.release(user=request.user, token=held.token)
+    if request.POST.get("action") != "copy":
+        messages.info(request, f"{held.filename}: skipped, nothing imported.")
+        return redirect("home")
+    character = library_selectors.owned(Character, user=request.user, pk=held.extra.get("character"))
+    try:
+        room, problems = chatfiles.chat_import(host=request.user, character=character, content=held.content)
+    except InteropError as exc:
+        messages.error(request, f"{held.filename}: {exc}")
+        return redirect("home")
+    return _chat_imported(
+        request, held.filename, room, problems, build_memory=bool(held.extra.get("build_memory"))
+    )
+
+
+def _chat_imported(request: HttpRequest, name: str, room, problems: list[str], *, build_memory: bool):
     if problems:
-        messages.warning(request, f"{upload.name}: imported, but skipped " + "; ".join(problems))
+        messages.warning(request, f"{name}: imported, but skipped " + "; ".join(problems))
     else:
-        messages.success(request, f"{upload.name}: imported.")
-    if form.cleaned_data["build_memory"]:
+        messages.success(request, f"{name}: imported.")
+    if build_memory:
         memory_tasks.backfill_start(room.pk)
     return redirect("rooms:room", pk=room.pk)
 
@@ -494,7 +616,16 @@ def member_persona(request: HttpRequest, pk: int) -> HttpResponse:
     if room.host_id == request.user.pk:
         raise PermissionDenied("The host's persona is set in the room's settings.")
     form = MemberPersonaForm(request.POST, user=request.user)
-    if form.is_valid():
-        members.member_set_persona(room=room, user=request.user, persona=form.cleaned_data["persona"])
-        messages.success(request, "Your persona in this room is saved.")
+    # The chat page's drawer asks for JSON and shows the answer beside the field.
+    wants_json = request.headers.get("Accept") == "application/json"
+    if not form.is_valid():
+        problem = "Choose one of your personas."
+        if wants_json:
+            return JsonResponse({"errors": {"persona": problem}}, status=400)
+        messages.error(request, problem)
+        return _back(room.pk)
+    members.member_set_persona(room=room, user=request.user, persona=form.cleaned_data["persona"])
+    if wants_json:
+        return JsonResponse({"saved": ["persona"]})
+    messages.success(request, "Your persona in this room is saved.")
     return _back(room.pk)

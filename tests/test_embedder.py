@@ -124,6 +124,15 @@ try:
     embedder.embed_query("Where is the brass key?")
 except embedder.StillWarming as exc:
     print("waited", round(time.monotonic() - start, 2), exc, flush=True)
+from orbchat.connections import embedding
+try:
+    embedding.embed_with(embedding.BUILTIN_KEY, ["The brass key is under the stair."])
+except embedding.EmbedderFailed as exc:
+    print("recall hears:", exc, flush=True)
+try:
+    embedding.embed_query(embedding.BUILTIN_KEY, "Where is the brass key?")
+except embedding.EmbedderFailed as exc:
+    print("search hears:", exc, flush=True)
 """
 
 
@@ -143,6 +152,10 @@ def test_a_fresh_web_process_warms_the_model_and_waits_at_most_two_seconds_for_i
     seconds = float(waited.split()[1])
     assert embedder.WARM_WAIT_SECONDS <= seconds < embedder.WARM_WAIT_SECONDS + 0.5
     assert "still warming up" in waited
+    # Recall reports the warm-up as such, not as a provider to go and test.
+    for caller in ("recall hears:", "search hears:"):
+        heard = next(line for line in lines if line.startswith(caller))
+        assert "still warming up" in heard and "provider" not in heard
 
 
 THREADS_PROCESS = """

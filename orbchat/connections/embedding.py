@@ -50,7 +50,14 @@ def embed_query(key: str, text: str) -> list[float]:
     try:
         return embedder.embed_query(text)
     except Exception as exc:  # noqa: BLE001 - any embedder failure is reported, never a crash
-        raise EmbedderFailed(gateway.plain_error(exc)) from exc
+        raise _failed(exc) from exc
+
+
+def _failed(exc: Exception) -> EmbedderFailed:
+    """Say why embedding failed: a model still warming up says so; a provider's failure is explained."""
+    if isinstance(exc, embedder.StillWarming):
+        return EmbedderFailed(str(exc))
+    return EmbedderFailed(gateway.plain_error(exc))
 
 
 def _embed(connection: Connection | None, texts: list[str]) -> list[list[float]]:
@@ -63,5 +70,5 @@ def _embed(connection: Connection | None, texts: list[str]) -> list[list[float]]
             else:
                 vectors.extend(gateway.embed(gateway.target_for(connection), batch))
     except Exception as exc:  # noqa: BLE001 - any embedder failure is reported, never a crash
-        raise EmbedderFailed(gateway.plain_error(exc)) from exc
+        raise _failed(exc) from exc
     return vectors

@@ -42,6 +42,14 @@ class ImportRefused(Exception):
     """A file could not be imported; the message names the file and the problem."""
 
 
+class ImportDuplicate(Exception):
+    """The file holds what the library has already (`existing`); nothing was imported."""
+
+    def __init__(self, *, kind: str, label: str, existing) -> None:
+        super().__init__(f"“{existing}” is already in your library")
+        self.kind, self.label, self.existing = kind, label, existing
+
+
 def max_upload_bytes() -> int:
     return settings.MAX_UPLOAD_MB * 1024 * 1024
 
@@ -451,16 +459,23 @@ def detect_kind(filename: str, content: bytes) -> tuple[kinds.Kind, object]:
     raise InteropError(f"this looks like {kind.label}, which OrbChat does not import")
 
 
-def import_file(*, owner: User, filename: str, content: bytes) -> Imported:
+def import_file(*, owner: User, filename: str, content: bytes, allow_duplicate: bool = True) -> Imported:
     """Import one SillyTavern file of any kind; raise ImportRefused naming the file and problem.
 
-    The file is saved whole or not at all.
+    The file is saved whole or not at all. With `allow_duplicate` False, a card, world book or
+    preset the library holds already (`library_duplicate`) is not imported: ImportDuplicate
+    names the one it matches.
     """
     limit = max_upload_bytes()
     if len(content) > limit:
         raise ImportRefused(f"{filename}: the file is larger than {settings.MAX_UPLOAD_MB} MB")
     try:
         kind, parsed = detect_kind(filename, content)
+        if not allow_duplicate:
+            existing = library_duplicate(owner=owner, filename=filename, kind=kind, parsed=parsed)
+            if existing is not None:
+                kind_name = "preset" if kind.kind in ("chat_preset", "text_preset") else kind.kind
+                raise ImportDuplicate(kind=kind_name, label=kind.label, existing=existing)
         return _import_parsed(owner=owner, filename=filename, kind=kind, parsed=parsed)
     except (InteropError, images.NotAnImage) as exc:  # e.g. a broken embedded lorebook or image
         raise ImportRefused(f"{filename}: {exc}") from exc
@@ -479,6 +494,51 @@ def _preset_notes(sections: list[dict]) -> list[str]:
         for section in sections
         if section.get("added") and section.get("marker") in st_presets.ADDED_PLACES
     ]
+
+
+# What makes an imported card the same as one in the library: its name and every text a person
+# wrote on it. The picture, tags and settings are left out: a card saved again with a new image
+# or talkativeness is still the same character.
+CARD_SAME = (*cards.TEXT_FIELDS, "alternate_greetings")
+
+
+def _preset_parts(parsed) -> tuple[str, list[dict], dict]:
+    """The name, sections and samplers an imported preset is saved with."""
+    data, _ = parsed
+    return data.get("name") or "", data["sections"] or presets.default_sections(), data["samplers"]
+
+
+def library_duplicate(*, owner: User, filename: str, kind: kinds.Kind, parsed):
+    """The card, world book or preset of `owner`'s library that the parsed file would duplicate,
+    or None.
+
+    The same card has the same name and texts (CARD_SAME); the same world book the same name
+    and entries (keys and content, in order); the same preset the same name, prompt sections
+    and samplers. Other kinds of file are never taken as duplicates.
+    """
+    stem = Path(filename).stem
+    if kind.kind == "card":
+        card = parsed[0]
+        for character in Character.objects.filter(owner=owner, name=card.get("name") or ""):
+            if all(getattr(character, name) == card.get(name, "") for name in CARD_SAME if name in card):
+                return character
+        return None
+    if kind.kind == "worldbook":
+        name = (parsed.get("name") or stem)[:200]
+        wanted = [(list(e.get("keys") or []), e.get("content") or "") for e in parsed.get("entries", [])]
+        for book in WorldBook.objects.filter(owner=owner, name=name):
+            have = [(list(e.keys or []), e.content) for e in book.entries.order_by("pk")]
+            if have == wanted:
+                return book
+        return None
+    if kind.kind in ("chat_preset", "text_preset"):
+        name, sections, samplers = _preset_parts(parsed)
+        for preset in Preset.objects.filter(owner=owner, name=name or stem):
+            same_samplers = all(getattr(preset, k) == v for k, v in samplers.items() if k in SAMPLER_FIELDS)
+            if same_samplers and preset.sections == sections:
+                return preset
+        return None
+    return None
 
 
 @transaction.atomic

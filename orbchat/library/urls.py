@@ -16,6 +16,7 @@ urlpatterns = [
     path("characters/<int:pk>/export.<str:fmt>", views.character_export, name="character_export"),
     path("characters/<int:pk>/avatar/", views.character_avatar, name="character_avatar"),
     path("import/", views.import_files, name="import"),
+    path("import/resolve/", views.import_resolve, name="import_resolve"),
     path("personas/", views.persona_list, name="personas"),
     path("personas/<int:pk>/", views.persona_detail, name="persona"),
     path("personas/<int:pk>/default/", views.persona_default, name="persona_default"),

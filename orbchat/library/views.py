@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from orbchat.library import selectors, services, worldtest
+from orbchat.library import pending, selectors, services, worldtest
 from orbchat.library.forms import (
     AddSectionForm,
     CharacterForm,
@@ -159,31 +159,67 @@ def character_avatar(request: HttpRequest, pk: int) -> HttpResponse:
 # --- Import -----------------------------------------------------------------------------------
 
 
+def _imported_row(upload_name: str, imported: services.Imported) -> dict:
+    return {
+        "file": upload_name,
+        "ok": True,
+        "label": imported.label,
+        "name": str(imported.obj),
+        "url": _import_url(imported),
+        "unmapped": imported.unmapped,
+        "notes": imported.notes,
+    }
+
+
 def import_files(request: HttpRequest) -> HttpResponse:
-    """Take any number of SillyTavern files; report each as imported or refused."""
+    """Take any number of SillyTavern files; report each as imported or refused, and ask about
+    each that the library holds already (the upload waits in `pending` for the answer)."""
     form = UploadForm(request.POST or None, request.FILES or None)
     results = []
     if request.method == "POST" and form.is_valid():
         for upload in form.cleaned_data["files"]:
+            content = upload.read()
             try:
                 imported = services.import_file(
-                    owner=request.user, filename=upload.name, content=upload.read()
+                    owner=request.user, filename=upload.name, content=content, allow_duplicate=False
                 )
             except services.ImportRefused as exc:
                 results.append({"file": upload.name, "ok": False, "reason": str(exc)})
-            else:
+            except services.ImportDuplicate as exc:
+                token = pending.hold(user=request.user, filename=upload.name, content=content)
                 results.append(
                     {
                         "file": upload.name,
-                        "ok": True,
-                        "label": imported.label,
-                        "name": str(imported.obj),
-                        "url": _import_url(imported),
-                        "unmapped": imported.unmapped,
-                        "notes": imported.notes,
+                        "duplicate": True,
+                        "name": str(exc.existing),
+                        "url": _import_url(services.Imported(exc.kind, exc.label, exc.existing)),
+                        "token": token,
                     }
                 )
+            else:
+                results.append(_imported_row(upload.name, imported))
     return render(request, "library/import.html", {"form": form, "results": results, "nav": "import"})
+
+
+@require_POST
+def import_resolve(request: HttpRequest) -> HttpResponse:
+    """Answer the duplicate question for a held upload: import it as a copy, or skip it."""
+    held = pending.get(user=request.user, token=request.POST.get("token", ""))
+    if held is None:
+        messages.error(request, "That upload is no longer waiting: choose the file again.")
+        return redirect("library:import")
+    results = []
+    if request.POST.get("action") == "copy":
+        try:
+            imported = services.import_file(owner=request.user, filename=held.filename, content=held.content)
+        except services.ImportRefused as exc:
+            results.append({"file": held.filename, "ok": False, "reason": str(exc)})
+        else:
+            results.append(_imported_row(held.filename, imported))
+    else:
+        results.append({"file": held.filename, "skipped": True})
+    pending.release(user=request.user, token=held.token)
+    return render(request, "library/import.html", {"form": UploadForm(), "results": results, "nav": "import"})
 
 
 def _import_url(imported: services.Imported) -> str:

@@ -19,3 +19,14 @@ def seat_avatar(seat, size: str = "") -> dict:
         "url": reverse("rooms:seat_avatar", args=[seat.room_id, seat.pk]),
         "size": size,
     }
+
+
+@register.inclusion_tag("rooms/_avatar.html")
+def character_avatar(character, size: str = "") -> dict:
+    """A library character's avatar, as its seat would show it."""
+    return {
+        "colour": speaker_colour(character.name),
+        "initial": speaker_initial(character.name),
+        "url": reverse("library:character_avatar", args=[character.pk]) if character.avatar else "",
+        "size": size,
+    }

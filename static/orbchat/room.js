@@ -267,6 +267,7 @@
 
   async function openMemory() {
     const open = memoryPopover.hidden;
+    if (open && !controls.hidden) closeControls(false);
     memoryPopover.hidden = !open;
     memoryIcon.setAttribute("aria-expanded", String(open));
     document.getElementById("memory-summary").textContent = memorySummary();
@@ -290,6 +291,81 @@
       if (!memoryPopover.hidden) renderDetail();
     }
   });
+
+  // The chat controls: a drawer below the header at the right (a sheet along the bottom on a
+  // phone). Each field saves itself as it changes, one request after another so that quick
+  // changes land in the order they were made; "Saved" or the server's message shows beside it.
+  const controls = document.getElementById("controls-drawer");
+  const controlsToggle = document.getElementById("controls-toggle");
+  const controlsForm = controls.querySelector(".controls-form");
+  const narrow = matchMedia("(max-width: 640px)");
+  let saving = Promise.resolve();
+
+  function placeControls() {
+    const header = document.querySelector(".site-header");
+    controls.style.setProperty("--drawer-top", `${header ? header.getBoundingClientRect().bottom : 0}px`);
+  }
+  function openControls() {
+    if (memoryPopover && !memoryPopover.hidden) {
+      memoryPopover.hidden = true;
+      memoryIcon.setAttribute("aria-expanded", "false");
+    }
+    placeControls();
+    controls.hidden = false;
+    controlsToggle.setAttribute("aria-expanded", "true");
+    document.getElementById("controls-close").focus();
+  }
+  function closeControls(refocus) {
+    // A field being typed in saves (its change event) before the drawer hides it.
+    if (controls.contains(document.activeElement)) document.activeElement.blur();
+    controls.hidden = true;
+    controlsToggle.setAttribute("aria-expanded", "false");
+    if (refocus) controlsToggle.focus();
+  }
+  controlsToggle.addEventListener("click", () => (controls.hidden ? openControls() : closeControls(true)));
+  document.getElementById("controls-close").addEventListener("click", () => closeControls(true));
+  window.addEventListener("resize", () => { if (!controls.hidden) placeControls(); });
+  // On a phone the sheet covers the composer: a tap outside it gives the chat back.
+  document.addEventListener("click", (event) => {
+    if (controls.hidden || !narrow.matches || event.target.closest("#controls-drawer, #controls-toggle")) return;
+    closeControls(false);
+  });
+
+  function controlBody(control) {
+    const name = control.dataset.field;
+    const body = new URLSearchParams({ field: name });
+    control.querySelectorAll(`[name="${name}"]`).forEach((input) => {
+      if ((input.type === "checkbox" || input.type === "radio") && !input.checked) return;
+      body.append(name, input.value);
+    });
+    return body;
+  }
+
+  async function saveControl(control) {
+    const status = control.querySelector(".control-status");
+    status.className = "control-status small";
+    status.textContent = "Saving…";
+    const response = await fetch(controlsForm.action, {
+      method: "POST",
+      headers: { "X-CSRFToken": csrf, Accept: "application/json" },
+      body: controlBody(control),
+    }).catch(() => null);
+    const data = response ? await response.json().catch(() => ({})) : {};
+    if (response && response.ok) {
+      status.textContent = "Saved";
+      status.classList.add("saved");
+      return;
+    }
+    const errors = data.errors || {};
+    status.textContent = errors[control.dataset.field] || errors.__all__
+      || (response ? `Not saved: the server refused (${response.status}).` : "Not saved: the server could not be reached.");
+    status.classList.add("error");
+  }
+  controlsForm.addEventListener("change", (event) => {
+    const control = event.target.closest(".control");
+    if (control) saving = saving.then(() => saveControl(control));
+  });
+  controlsForm.addEventListener("submit", (event) => event.preventDefault());
 
   function onEvent(data) {
     if (data.type === "message") {
@@ -498,7 +574,7 @@
 
   // Keyboard shortcuts: ↑ in an empty composer edits your last message; ←/→ swipe the last
   // reply (from an empty composer or from no text field); Esc cancels an inline edit, closes
-  // the memory panel or a menu, or stops the reply being written.
+  // the memory panel, the chat controls or a menu, or stops the reply being written.
   function lastMine() {
     const mine = list.querySelectorAll(".message.mine");
     return mine[mine.length - 1] || null;
@@ -515,6 +591,7 @@
         : [...list.querySelectorAll(".message")].find((item) => item.cancelEdit);
       if (editing) editing.cancelEdit();
       else if (memoryPopover && !memoryPopover.hidden) closeMemory();
+      else if (!controls.hidden) closeControls(true);
       else if (list.querySelector(".message.menu-open")) closeMenus(null);
       else if (root.dataset.role === "host" && list.querySelector(".message.streaming")) send({ type: "stop" });
       else return;

@@ -71,3 +71,33 @@ def test_continue_returns_to_the_chat_new_chat_started(signed_in_page):
         page.screenshot(path=str(SCREENSHOTS / f"characters-continue-{width}.png"), full_page=True)
     tile.get_by_role("link", name="Continue").click()
     expect(page).to_have_url(room_url)
+
+
+def test_duplicate_import_asks(signed_in_page, tmp_path):
+    from orbchat.library.models import Character
+
+    page = signed_in_page
+    card = tmp_path / "mira.png"
+    card.write_bytes(png_card(v2_card()))
+
+    def upload() -> None:
+        page.get_by_role("link", name="Characters").click()
+        page.get_by_label("Files").set_input_files(str(card))
+        page.get_by_role("button", name="Import").click()
+
+    upload()
+    expect(page.locator(".results .ok")).to_contain_text("Mira")
+    upload()
+    question = page.locator(".results .duplicate")
+    expect(question).to_contain_text("“Mira” is already in your library — import as a copy, or skip?")
+    for width, height in ((1366, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.screenshot(path=str(SCREENSHOTS / f"import-duplicate-asks-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    question.get_by_role("button", name="Skip").click()
+    expect(page.locator(".results")).to_contain_text("Skipped mira.png: nothing imported.")
+    assert Character.objects.filter(name="Mira").count() == 1
+    upload()
+    page.locator(".results .duplicate").get_by_role("button", name="Import as a copy").click()
+    expect(page.locator(".results .ok")).to_contain_text("Mira")
+    assert Character.objects.filter(name="Mira").count() == 2

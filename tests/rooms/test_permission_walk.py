@@ -173,8 +173,18 @@ CALLS = [
     read("seat_avatar", member=200, args=lambda w: {"seat_pk": w.seat.pk}),
     read("person_avatar", member=200, note="host's", args=lambda w: {"user_pk": w.host.pk}),
     read("person_avatar", member=200, note="member's", args=lambda w: {"user_pk": w.member.pk}),
+    read(
+        "persona_avatar", member=200, note="host's", args=lambda w: {"persona_pk": w.host_message.persona_id}
+    ),
+    read(
+        "persona_avatar",
+        member=200,
+        note="member's",
+        args=lambda w: {"persona_pk": w.member_message.persona_id},
+    ),
     read("settings"),
     Call("settings", data=lambda w: SETTINGS, lands="room"),
+    Call("controls", data=lambda w: {"field": "turn_order", "turn_order": "everyone"}, host=200),
     read("delete"),
     Call("delete", lands="home"),
     read("preview"),
@@ -226,7 +236,7 @@ CALLS = [
     Call("leave", host=302, member=302, lands="home"),
 ]
 CALL_IDS = [c.id for c in CALLS]
-NOT_ROOM_SCOPED = {"start", "import", "invite", "invitation"}
+NOT_ROOM_SCOPED = {"start", "import", "import_resolve", "new", "invite", "invitation"}
 
 
 def client_for(user) -> Client:

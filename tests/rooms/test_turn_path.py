@@ -37,9 +37,7 @@ def selects_from(queries, table: str) -> int:
 @pytest.mark.django_db
 def test_opening_a_round_reads_the_room_its_host_and_the_default_persona_once(room, host, connected):
     def say_hello(turn) -> None:
-        services.message_create(
-            room=turn.room, author=host, text="Hello, keeper.", speaker_name=turn.speaker_name(host)
-        )
+        services.message_create(room=turn.room, author=host, text="Hello, keeper.", writer=turn.writer(host))
 
     with CaptureQueriesContext(connection) as queries:
         order, _, opened = rounds.open_round(room.pk, from_human=True, picked=[], before=say_hello)
@@ -226,7 +224,7 @@ def test_a_turn_keeps_the_persona_it_read_and_the_next_turn_reads_it_again(room,
     default = Persona.objects.get(owner=host, is_default=True)
     turn = prompting.TurnContext.read(room.pk)
     Persona.objects.filter(owner=host).update(is_default=False)
-    assert turn.persona == default and turn.speaker_name(host) == default.name
+    assert turn.persona == default and turn.writer(host).name == default.name
     assert prompting.TurnContext.read(room.pk).persona is None
     assert services.room_persona(Room.objects.get(pk=room.pk)) is None
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -11,7 +12,7 @@ from django.urls import reverse
 from orbchat.interop import chats as chat_codec
 from rooms import services
 from rooms.models import Message, Room
-from tests.factories import make_user
+from tests.factories import join, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -117,9 +118,12 @@ def test_export_and_reimport_keep_messages_swipes_and_hidden_flags(signed_in, ro
     parsed = chat_codec.parse_chat_jsonl(exported)
     assert [m.hidden for m in parsed.messages] == [False, False, True]
     assert len(parsed.messages[0].swipes) == room.messages.get(seq=0).variants.count()
-    response = signed_in.post(
+    asked = signed_in.post(
         reverse("rooms:import"), {"file": SimpleUploadedFile("c.jsonl", exported), "character": character.pk}
-    )
+    ).content.decode()
+    assert "is already in your chats" in asked
+    token = re.search(r'name="token" value="([^"]+)"', asked).group(1)
+    response = signed_in.post(reverse("rooms:import_resolve"), {"token": token, "action": "copy"})
     copy = Room.objects.exclude(pk=room.pk).get()
     assert response["Location"] == reverse("rooms:room", args=[copy.pk])
     again = chat_codec.parse_chat_jsonl(
@@ -175,3 +179,23 @@ def test_the_settings_page_shows_the_memory_card_once_and_a_plain_title(signed_i
     assert html.count('class="card memory-status"') == 1
     title = html.split("<title>", 1)[1].split("</title>", 1)[0]
     assert "<" not in title and "Settings" in title
+
+
+def test_a_guest_without_a_model_is_told_the_rooms_they_joined_work(client, room, host):
+    guest = make_user(actor=host, username="guest")
+    client.force_login(guest)
+    alone = client.get(reverse("home")).content.decode()
+    assert "No Chat model is connected yet" in alone and "rooms you joined" not in alone
+
+    join(room, guest)
+    page = client.get(reverse("home")).content.decode()
+    assert "No Chat model is connected yet" not in page
+    assert "You can play in the rooms you joined: there the host's Chat model answers." in page
+    assert "Chats of your own need a model of your own" in page
+    assert f'href="/chats/{room.pk}/"' in page and "hosted by host" in page
+
+
+def test_the_host_sees_no_guest_notice_in_their_own_room(signed_in, room):
+    page = signed_in.get(reverse("home")).content.decode()
+    assert "No Chat model is connected yet" in page and "rooms you joined" not in page
+    assert "hosted by" not in page
