@@ -65,6 +65,20 @@ FAKE_PROVIDER_ALLOW = "127.0.0.1"
 
 
 @pytest.fixture(scope="session", autouse=True)
+def embedder_loaded():
+    """Load the built-in embedding model before the first test.
+
+    Importing `orbchat.asgi` (socket tests do) makes the test process a web process: its embeds
+    then wait at most `WARM_WAIT_SECONDS` for a model still warming up, as a reply does after a
+    restart. A clean checkout exports the model first, which takes longer than that on a busy
+    machine; the tests of that wait start processes of their own (`tests/test_embedder.py`).
+    """
+    from orbchat.connections import embedder
+
+    embedder.load()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def fake_provider_allowed():
     settings.OUTBOUND_ALLOW = FAKE_PROVIDER_ALLOW
 
