@@ -6,6 +6,7 @@ is full), so a turn's cost does not grow with the length of the chat.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -22,7 +23,15 @@ from orbchat.prompting import assemble, macros, textmode, worldinfo
 from rooms import memory_port, textturn, tokens
 from rooms.models import Member, Message, Room, Seat, Variant
 from rooms.options import room_options
-from rooms.services import NARRATOR, Writer, room_persona, seated, user_persona, user_writer
+from rooms.services import (
+    NARRATOR,
+    Writer,
+    chat_variables,
+    room_persona,
+    seated,
+    user_persona,
+    user_writer,
+)
 
 DEFAULT_CONTEXT = 8192
 HISTORY_PAGE = 200
@@ -82,6 +91,9 @@ class TurnPlan:
     host_id: int | None = None
     speaker: str = ""  # the reply's speaker name (the Narrator's in Narrator mode)
     text_prompt: str | None = None  # a text-completion connection's prompt (None: chat messages)
+    # The chat's and the host's variables as the prompt's macros left them (kept when the turn runs).
+    variables: dict | None = None
+    global_variables: dict | None = None
 
     def preview(self) -> dict:
         """Return the JSON the host's Preview shows."""
@@ -323,6 +335,10 @@ def plan_turn(
         host_id=room.host_id,
         speaker=seat.name if seat else NARRATOR,
         text_prompt=text_prompt,
+        variables=original_input.macro_context.variables if original_input.macro_context else None,
+        global_variables=(
+            original_input.macro_context.global_variables if original_input.macro_context else None
+        ),
     )
 
 
@@ -391,6 +407,8 @@ def prompt_input_for(
         personality=speaker_card.personality,
         last_message=last_message,
         chat_id=str(room.pk),
+        variables=chat_variables(room),
+        global_variables=copy.deepcopy(room.host.variables),
     )
     tags = seat.character.tags if seat is not None and seat.character_id is not None else None
     # As SillyTavern scans: speaker names with the text, {{char}}/{{user}} expanded in keys and

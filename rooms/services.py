@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from orbchat.accounts.models import User
+from orbchat.accounts.services import user_variables_set
 from orbchat.library.models import Character, Persona
 from orbchat.library.selectors import persona_default
 from orbchat.prompting import macros
@@ -158,6 +160,7 @@ def _greeting_post(*, room: Room, seat: Seat, character: Character, in_group: bo
             for i, text in enumerate(macros.substitute(g, context) for g in greetings)
         ]
     )
+    variables_save(room=room, variables=context.variables, global_variables=context.global_variables)
     return message
 
 
@@ -171,7 +174,42 @@ def _greeting_context(room: Room, character: Character) -> macros.MacroContext:
         scenario=character.scenario,
         personality=character.personality,
         chat_id=str(room.pk),
+        variables=chat_variables(room),
+        global_variables=copy.deepcopy(room.host.variables),
     )
+
+
+def chat_variables(room: Room) -> dict:
+    """Return a copy of the chat's variables: SillyTavern keeps them in `chat_metadata.variables`,
+    which an imported chat brings and an export gives back."""
+    metadata = room.chat_header.get("chat_metadata") if isinstance(room.chat_header, dict) else None
+    variables = metadata.get("variables") if isinstance(metadata, dict) else None
+    return copy.deepcopy(variables) if isinstance(variables, dict) else {}
+
+
+def variables_save(*, room: Room, variables: dict | None, global_variables: dict | None) -> None:
+    """Keep what {{setvar}} and the other variable macros changed while a text was written:
+    the chat's in its `chat_metadata`, the global ones with the host."""
+    if variables is not None and variables != chat_variables(room):
+        with transaction.atomic():
+            header = Room.objects.select_for_update().values_list("chat_header", flat=True).get(pk=room.pk)
+            header = header if isinstance(header, dict) else {}
+            metadata = header.get("chat_metadata") if isinstance(header.get("chat_metadata"), dict) else {}
+            room.chat_header = {**header, "chat_metadata": {**metadata, "variables": variables}}
+            Room.objects.filter(pk=room.pk).update(chat_header=room.chat_header)
+    if global_variables is not None and global_variables != room.host.variables:
+        room.host.variables = global_variables
+        user_variables_set(user_id=room.host_id, variables=global_variables)
+
+
+def turn_state_save(
+    *, room: Room, world_info_state: dict, variables: dict | None, global_variables: dict | None
+) -> None:
+    """Keep what a turn's prompt changed: the world-info timers (sticky, cooldown) and variables."""
+    if world_info_state != room.world_info_state:
+        room.world_info_state = world_info_state
+        Room.objects.filter(pk=room.pk).update(world_info_state=world_info_state)
+    variables_save(room=room, variables=variables, global_variables=global_variables)
 
 
 def _offer_group_greetings(room: Room, seats: list[Seat]) -> None:
@@ -189,6 +227,7 @@ def _offer_group_greetings(room: Room, seats: list[Seat]) -> None:
         texts = [macros.substitute(g, context) for g in character.group_only_greetings]
         if offered & set(texts):
             continue
+        variables_save(room=room, variables=context.variables, global_variables=context.global_variables)
         start = message.variants.count()
         Variant.objects.bulk_create(
             [

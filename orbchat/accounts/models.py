@@ -30,6 +30,8 @@ class User(AbstractUser):
     )
     theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
     text_size = models.CharField(max_length=8, choices=TextSize.choices, default=TextSize.NORMAL)
+    # SillyTavern's global variables ({{setglobalvar}} and the rest) in the chats this person hosts.
+    variables = models.JSONField(default=dict, blank=True)
     enter_sends_on_phone = models.BooleanField(
         "Enter sends on a phone",
         default=False,

@@ -53,6 +53,11 @@ def user_appearance_set(*, user: User, theme: str, text_size: str, enter_sends_o
 
 
 @transaction.atomic
+def user_variables_set(*, user_id: int, variables: dict) -> None:
+    """Keep the global variables ({{setglobalvar}} ...) the chats this person hosts have set."""
+    User.objects.filter(pk=user_id).update(variables=variables)
+
+
 def user_create(*, actor: User, username: str, password: str, role: str) -> User:
     """Create an account on behalf of the owner or an admin."""
     if not actor.can_manage_users:

@@ -45,6 +45,12 @@ def begin(
     variant = services.turn_begin(
         room=room, mode=mode, seat=seat, prompt=plan.preview(), model=plan.connection.model
     )
+    services.turn_state_save(
+        room=room,
+        world_info_state=plan.world_info_state,
+        variables=plan.variables,
+        global_variables=plan.global_variables,
+    )
     if plan.recall is not None:
         events.memory_recall(room.pk, state=plan.recall.state, count=plan.recall.count)
     return variant, plan

@@ -190,3 +190,62 @@ def _timed(function, *args) -> float:
     started = time.perf_counter()
     function(*args)
     return time.perf_counter() - started
+
+
+# Chat and global variables, as SillyTavern's variables.js evaluates them.
+
+
+def test_setvar_in_a_greeting_sets_what_a_later_prompt_reads():
+    chat: dict = {}
+    assert substitute("{{setvar::hp::100}}You wake up.", ctx(variables=chat)) == "You wake up."
+    assert chat == {"hp": "100"}
+    assert substitute("HP: {{getvar::hp}}", ctx(variables=chat)) == "HP: 100"
+
+
+def test_a_line_reads_its_variables_before_it_sets_them_and_the_next_line_sees_the_new_value():
+    chat = {"mood": "calm"}
+    text = "{{setvar::mood::angry}}{{getvar::mood}}\n{{getvar::mood}}"
+    assert substitute(text, ctx(variables=chat)) == "calm\nangry"
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [("05", "5"), ("1.50", "1.5"), (" 7 ", "7"), ("0x10", "16"), ("abc", "abc"), ("  ", "  "), (3, "3")],
+)
+def test_getvar_shows_a_number_as_javascript_writes_it(stored, shown):
+    assert substitute("{{getvar::x}}", ctx(variables={"x": stored})) == shown
+
+
+def test_an_unset_variable_reads_empty_and_counting_starts_from_zero():
+    chat: dict = {}
+    assert substitute(
+        "[{{getvar::gold}}] {{incvar::gold}} {{incvar::gold}} {{decvar::debt}}", ctx(variables=chat)
+    ) == ("[] 1 2 -1")
+    assert chat == {"gold": 2, "debt": -1}
+
+
+def test_addvar_sums_numbers_joins_text_and_appends_to_a_json_list():
+    chat = {"gold": "10", "title": "Sir", "bag": '["rope"]'}
+    out = substitute("{{addvar::gold::5}}{{addvar::title:: Bob}}{{addvar::bag::lamp}}", ctx(variables=chat))
+    assert out == ""
+    assert chat == {"gold": 15, "title": "Sir Bob", "bag": '["rope","lamp"]'}
+
+
+def test_global_variables_are_kept_apart_from_the_chats():
+    chat: dict = {"x": "chat"}
+    everywhere: dict = {}
+    out = substitute(
+        "{{setglobalvar::x::global}}{{incglobalvar::turns}}\n{{getvar::x}}/{{getglobalvar::x}}",
+        ctx(variables=chat, global_variables=everywhere),
+    )
+    assert out == "1\nchat/global"
+    assert everywhere == {"x": "global", "turns": 1}
+    assert chat == {"x": "chat"}
+
+
+def test_a_variables_value_is_not_read_as_a_macro():
+    assert substitute("{{getvar::trap}} {{char}}", ctx(variables={"trap": "{{user}}"})) == "{{user}} Maren"
+
+
+def test_without_a_chat_the_variable_macros_leave_nothing_behind():
+    assert substitute("a{{setvar::x::1}}b{{getvar::x}}c", ctx()) == "abc"
