@@ -1,10 +1,14 @@
 """SillyTavern chat-completion and text-completion presets to and from OrbChat's normalized preset.
 
-A normalized preset is {"name", "sections", "samplers", "extra"}. `samplers` holds only the settings
-the file sets (under OrbChat's names); `extra` keeps every other top-level key verbatim, including a
-chat-completion preset's own `prompts` and `prompt_order`, so an export gives the file back: a prompt
-is written as it came with only what was edited in OrbChat changed. Parsers return (preset,
-unmapped): the human-readable names of what did not map.
+A normalized preset is {"name", "sections", "samplers", "extra", "source"}. `samplers` holds only
+the settings the file sets (under OrbChat's names); `extra` keeps every other top-level key verbatim,
+including a chat-completion preset's own `prompts` and `prompt_order`, so an export gives the file
+back: a prompt is written as it came with only what was edited in OrbChat changed. `source` says
+where the preset came from: its `format` ("chat", or a text-completion dialect), its top-level
+`keys` in order, and for each sampler it set, the file's `key` and `value` as written. Given also
+`imported` (every sampler as it was saved at import), an export writes the file's samplers as the
+file wrote them unless they were changed, and only the other samplers that were changed. Parsers
+return (preset, unmapped): the human-readable names of what did not map.
 
 SillyTavern presets have no place for OrbChat's Memory and author's note, and none for the card's
 post-history instructions unless they hold the `jailbreak` prompt; the parser adds the missing ones
@@ -137,26 +141,38 @@ NOVELAI_SAMPLERS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 
 
+TEXT_DIALECTS = {"textgen": TEXT_SAMPLERS, "kobold": TEXT_SAMPLERS, "novelai": NOVELAI_SAMPLERS}
+CHAT_FORMAT = "chat"
+
+
+def _converted(value: Any, convert: Callable[[Any], Any]) -> tuple[bool, Any]:
+    try:
+        return True, convert(value)
+    except (TypeError, ValueError, OverflowError):
+        return False, None
+
+
 def _samplers(
     obj: dict, table: dict[str, tuple[str, Callable[[Any], Any]]], skip: tuple[str, ...]
-) -> tuple[dict, dict, list[str]]:
-    """Split the top-level keys into (samplers, extra, unmapped names)."""
+) -> tuple[dict, dict, list[str], dict]:
+    """Split the top-level keys into (samplers, extra, unmapped names, the file's own sampler values)."""
     samplers: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     unmapped: list[str] = []
+    found: dict[str, dict] = {}
     for key, value in obj.items():
         if key in skip:
             continue
         if key in table:
             ours, convert = table[key]
-            try:
-                samplers[ours] = convert(value)
+            ok, converted = _converted(value, convert)
+            if ok:
+                samplers[ours] = converted
+                found[ours] = {"key": key, "value": copy.deepcopy(value)}
                 continue
-            except (TypeError, ValueError, OverflowError):
-                pass
         extra[key] = copy.deepcopy(value)
         unmapped.append(f'setting "{key}"')
-    return samplers, extra, unmapped
+    return samplers, extra, unmapped, found
 
 
 def _load(data: bytes | str | dict, max_bytes: int) -> dict:
@@ -262,7 +278,7 @@ def parse_chat_completion_preset(
 ) -> tuple[dict, list[str]]:
     """Return (preset, unmapped) for a SillyTavern chat-completion preset."""
     obj = _load(data, max_bytes)
-    samplers, extra, unmapped = _samplers(obj, CHAT_SAMPLERS, ("prompts", "prompt_order"))
+    samplers, extra, unmapped, found = _samplers(obj, CHAT_SAMPLERS, ("prompts", "prompt_order"))
     prompts = obj.get("prompts")
     if prompts is None:
         prompts = []
@@ -304,7 +320,9 @@ def parse_chat_completion_preset(
     extra["prompts"] = copy.deepcopy(prompts)
     if "prompt_order" in obj:
         extra["prompt_order"] = copy.deepcopy(obj["prompt_order"])
-    return {"name": name, "sections": sections, "samplers": samplers, "extra": extra}, unmapped
+    source = {"format": CHAT_FORMAT, "keys": list(obj), "samplers": found}
+    preset = {"name": name, "sections": sections, "samplers": samplers, "extra": extra, "source": source}
+    return preset, unmapped
 
 
 def _export_identifier(section: dict, index: int, used: set[str]) -> str | None:
@@ -396,18 +414,92 @@ def _export_order(raw_order: list, order: list[dict], by_id: dict[str, dict], pr
     return result
 
 
-def export_chat_completion_preset(preset: dict) -> dict:
-    """Return the preset as a SillyTavern chat-completion preset (prompts and the global order)."""
-    samplers = preset.get("samplers") if isinstance(preset.get("samplers"), dict) else {}
+def _file_value(ours: str, value: Any, written: Any) -> Any:
+    """Return a sampler's OrbChat value as a file writes it; `written` is what the file had, if anything."""
+    if value is None:
+        return -1 if ours == "seed" else written
+    if isinstance(value, float) and value.is_integer() and type(written) is int:
+        return int(value)  # the file wrote a whole number there: keep it one
+    return value
+
+
+def _all_samplers(samplers: dict, table: dict[str, tuple[str, Callable[[Any], Any]]]) -> dict:
+    """Return every sampler OrbChat has a value for, under the file's names (a preset made in OrbChat)."""
     out: dict[str, Any] = {}
-    for theirs, (ours, _) in CHAT_SAMPLERS.items():
-        if ours not in samplers:
-            continue
-        value = samplers[ours]
-        if ours == "seed" and value is None:
-            value = -1
-        if value is not None:
-            out[theirs] = value
+    for theirs, (ours, _) in table.items():
+        if ours in samplers:
+            value = _file_value(ours, samplers[ours], None)
+            if value is not None:
+                out[theirs] = value
+    return out
+
+
+def _changed_samplers(
+    samplers: dict, source: dict, table: dict[str, tuple[str, Callable[[Any], Any]]]
+) -> dict:
+    """Return the samplers an imported preset's export writes, under the file's names.
+
+    The file's own are written as the file wrote them unless they were changed in OrbChat; the
+    others only when they were changed since the import (`source["imported"]`).
+    """
+    names = {ours: theirs for theirs, (ours, _) in table.items()}
+    had = source.get("samplers") if isinstance(source.get("samplers"), dict) else {}
+    imported = source.get("imported") if isinstance(source.get("imported"), dict) else {}
+    out: dict[str, Any] = {}
+    for ours, value in samplers.items():
+        entry = had.get(ours) if isinstance(had.get(ours), dict) else None
+        key = entry["key"] if entry and entry.get("key") in table else names.get(ours)
+        if key is None:
+            continue  # the format has no name for it (a TextGen preset's context size)
+        if ours in imported:
+            unchanged = value == imported[ours]
+        elif entry:
+            unchanged = _converted(entry.get("value"), table[key][1]) == (True, value)
+        else:
+            unchanged = False  # set in OrbChat with nothing to compare to
+        written = copy.deepcopy(entry.get("value")) if entry else None
+        value = written if unchanged else _file_value(ours, value, written)
+        if entry or value is not None:
+            out[key] = value  # a key of the file is always written, `null` included
+    return out
+
+
+def _in_file_order(out: dict, keys: Any) -> dict:
+    """Return `out` with the file's keys first, in the file's order, then any new ones."""
+    order = [key for key in keys if key in out] if isinstance(keys, list) else []
+    return {**{key: out[key] for key in order}, **out}
+
+
+def export_preset(preset: dict) -> dict:
+    """Return the preset in the format it was imported from (a chat-completion preset when made here)."""
+    source = preset.get("source") if isinstance(preset.get("source"), dict) else {}
+    if source.get("format") in TEXT_DIALECTS:
+        return export_text_completion_preset(preset)
+    return export_chat_completion_preset(preset)
+
+
+def export_text_completion_preset(preset: dict) -> dict:
+    """Return an imported text-completion preset as its file, with the samplers changed since written over."""
+    source = preset.get("source") if isinstance(preset.get("source"), dict) else {}
+    table = TEXT_DIALECTS.get(source.get("format"), TEXT_SAMPLERS)
+    samplers = preset.get("samplers") if isinstance(preset.get("samplers"), dict) else {}
+    extra = preset.get("extra") if isinstance(preset.get("extra"), dict) else {}
+    out = {**copy.deepcopy(extra), **_changed_samplers(samplers, source, table)}
+    return _in_file_order(out, source.get("keys"))
+
+
+def export_chat_completion_preset(preset: dict) -> dict:
+    """Return the preset as a SillyTavern chat-completion preset (prompts and the global order).
+
+    An imported preset gives back the samplers its file had and those changed since; a preset made
+    in OrbChat writes every sampler it has.
+    """
+    samplers = preset.get("samplers") if isinstance(preset.get("samplers"), dict) else {}
+    source = preset.get("source") if isinstance(preset.get("source"), dict) else {}
+    if source.get("format") == CHAT_FORMAT:
+        out = _changed_samplers(samplers, source, CHAT_SAMPLERS)
+    else:
+        out = _all_samplers(samplers, CHAT_SAMPLERS)
     extra = preset.get("extra") if isinstance(preset.get("extra"), dict) else {}
     for key, value in extra.items():
         if key not in ("prompts", "prompt_order"):
@@ -451,14 +543,14 @@ def export_chat_completion_preset(preset: dict) -> dict:
             {"character_id": 100000, "order": order},
             {"character_id": 100001, "order": copy.deepcopy(order)},
         ]
-        return out
+        return _in_file_order(out, source.get("keys"))
     out["prompt_order"] = [
         {**copy.deepcopy(item), "order": _export_order(chosen["order"], order, by_id, set(written))}
         if item is chosen
         else copy.deepcopy(item)
         for item in raw_order
     ]
-    return out
+    return _in_file_order(out, source.get("keys"))
 
 
 def parse_text_completion_preset(
@@ -469,6 +561,8 @@ def parse_text_completion_preset(
     `dialect` is "textgen" or "kobold" (SillyTavern's names: `temp`, `rep_pen`, ...) or "novelai".
     """
     obj = _load(data, max_bytes)
-    table = NOVELAI_SAMPLERS if dialect == "novelai" else TEXT_SAMPLERS
-    samplers, extra, unmapped = _samplers(obj, table, ())
-    return {"name": name, "sections": [], "samplers": samplers, "extra": extra}, unmapped
+    if dialect not in TEXT_DIALECTS:
+        raise ValueError(f"unknown text-completion dialect {dialect!r}")
+    samplers, extra, unmapped, found = _samplers(obj, TEXT_DIALECTS[dialect], ())
+    source = {"format": dialect, "keys": list(obj), "samplers": found}
+    return {"name": name, "sections": [], "samplers": samplers, "extra": extra, "source": source}, unmapped

@@ -244,6 +244,9 @@ class Preset(models.Model):
     stop = models.JSONField(default=list, blank=True)
     seed = models.BigIntegerField(null=True, blank=True)
     extra = models.JSONField(default=dict, blank=True)
+    # The file an imported preset came from (see orbchat.interop.presets): its format, its keys, its
+    # samplers as written, and every sampler as saved at import; empty for a preset made in OrbChat.
+    source = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -233,13 +233,17 @@ def persona_delete(*, persona: Persona) -> None:
 
 
 @transaction.atomic
-def preset_create(*, owner: User, name: str, sections: list[dict] | None = None, **fields) -> Preset:
+def preset_create(
+    *, owner: User, name: str, sections: list[dict] | None = None, source: dict | None = None, **fields
+) -> Preset:
+    """Create a preset; `source` (an import's record of its file) gets every sampler as saved here."""
     samplers = {**presets.DEFAULT_SAMPLERS, **{k: v for k, v in fields.items() if k in SAMPLER_FIELDS}}
     return Preset.objects.create(
         owner=owner,
         name=name,
         sections=presets.default_sections() if sections is None else sections,
         extra=fields.get("extra", {}),
+        source={**source, "imported": copy.deepcopy(samplers)} if source else {},
         **samplers,
     )
 
@@ -279,6 +283,7 @@ def preset_duplicate(*, preset: Preset) -> Preset:
         owner=preset.owner, name=f"{preset.name} (copy)", sections=copy.deepcopy(preset.sections), **fields
     )
     copy_.memory_template, copy_.extra = preset.memory_template, copy.deepcopy(preset.extra)
+    copy_.source = copy.deepcopy(preset.source)  # exports as the original does
     copy_.save()
     return copy_
 
@@ -294,11 +299,13 @@ def preset_to_data(preset: Preset) -> dict:
         "sections": copy.deepcopy(preset.sections),
         "samplers": {name: getattr(preset, name) for name in SAMPLER_FIELDS},
         "extra": copy.deepcopy(preset.extra),
+        "source": copy.deepcopy(preset.source),
     }
 
 
 def preset_export(*, preset: Preset) -> bytes:
-    data = st_presets.export_chat_completion_preset(preset_to_data(preset))
+    """Return the preset as a SillyTavern file, in the format it was imported from."""
+    data = st_presets.export_preset(preset_to_data(preset))
     return json.dumps(data, indent=2, ensure_ascii=False).encode()
 
 
@@ -555,7 +562,7 @@ def _import_parsed(*, owner: User, filename: str, kind: kinds.Kind, parsed) -> I
         template = template_create(owner=owner, kind=kind.kind, data=parsed, fallback_name=stem)
         return Imported(kind.kind, kind.label, template)
     data, unmapped = parsed
-    fields = {**data["samplers"], "extra": data.get("extra", {})}
+    fields = {**data["samplers"], "extra": data.get("extra", {}), "source": data.get("source") or {}}
     if data["sections"]:
         sections = data["sections"]
         notes = _preset_notes(sections)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -224,7 +225,7 @@ def test_invalid_sampler_values_are_kept_and_reported():
     assert preset["extra"] == {"temperature": "hot", "openai_max_context": None, "prompts": []}
     assert unmapped == ['setting "temperature"', 'setting "openai_max_context"']
     exported = presets.export_chat_completion_preset(preset)
-    assert (exported["temperature"], exported["top_k"], exported["seed"]) == ("hot", 40, 1234)
+    assert {key: exported[key] for key in raw} == raw  # each value as the file wrote it
 
 
 def test_every_prompt_field_round_trips_and_edits_change_only_what_was_edited():
@@ -374,3 +375,88 @@ def test_text_preset_generation_length_and_seed():
     preset, unmapped = presets.parse_text_completion_preset({"temp": 1, "genamt": 250, "seed": -1, "tfs": 1})
     assert preset["samplers"] == {"temperature": 1.0, "max_tokens": 250, "seed": None}
     assert unmapped == ['setting "tfs"']
+
+
+# --- Text-completion presets export in their own format -----------------------------------------
+
+# Small files in each dialect, written as SillyTavern's own default presets are (default/content/presets).
+TEXTGEN = {"temp": 0.7, "temperature_last": True, "top_p": 0.5, "top_k": 40, "tfs": 1, "rep_pen": 1.2,
+           "rep_pen_range": 0, "freq_pen": 0, "presence_pen": 0, "genamt": 250, "seed": -1,
+           "sampler_priority": ["temperature", "top_k", "top_p"], "json_schema": {}}  # fmt: skip
+KOBOLD = {"temp": 1, "rep_pen": 1.1, "rep_pen_range": 1024, "top_p": 0.5, "top_a": 0.75, "top_k": 0,
+          "typical": 0.19, "tfs": 0.97, "rep_pen_slope": 0.7, "sampler_order": [6, 5, 4, 3, 2, 1, 0],
+          "mirostat": 0, "grammar": ""}  # fmt: skip
+NOVELAI = {"max_context": 8000, "temperature": 1, "max_length": 150, "min_length": 1, "top_k": 0,
+           "top_p": 0.995, "tail_free_sampling": 0.87, "repetition_penalty": 1.5,
+           "phrase_rep_pen": "light", "order": [9, 2]}  # fmt: skip
+DIALECTS = [("textgen", TEXTGEN), ("kobold", KOBOLD), ("novelai", NOVELAI)]
+
+
+def same_json(a, b) -> bool:
+    """The same keys in the same order with the same values and JSON types (1 is not 1.0)."""
+    return json.dumps(a) == json.dumps(b)
+
+
+@pytest.mark.parametrize(("dialect", "raw"), DIALECTS)
+def test_a_text_completion_preset_exports_as_the_file_it_was(dialect, raw):
+    preset, _ = presets.parse_text_completion_preset(copy.deepcopy(raw), dialect=dialect)
+    exported = presets.export_preset(preset)
+    assert same_json(exported, raw)
+    assert "prompts" not in exported and "prompt_order" not in exported
+
+
+@pytest.mark.parametrize(
+    ("dialect", "raw", "changes", "written"),
+    [
+        ("textgen", TEXTGEN, {"temperature": 1.3, "max_tokens": 300}, {"temp": 1.3, "genamt": 300}),
+        ("kobold", KOBOLD, {"temperature": 2.0, "repetition_penalty": 1.25}, {"temp": 2, "rep_pen": 1.25}),
+        ("novelai", NOVELAI, {"max_tokens": 200, "context_size": 4096},
+         {"max_length": 200, "max_context": 4096}),
+    ],
+)  # fmt: skip
+def test_a_sampler_changed_in_orbchat_is_written_under_the_files_own_name(dialect, raw, changes, written):
+    preset, _ = presets.parse_text_completion_preset(copy.deepcopy(raw), dialect=dialect)
+    preset["samplers"].update(changes)
+    assert same_json(presets.export_preset(preset), {**raw, **written})
+
+
+def test_a_sampler_the_text_preset_did_not_set_is_written_only_once_changed():
+    raw = {"temp": 0.7, "rep_pen": 1.1, "typical_p": 1}
+    preset, _ = presets.parse_text_completion_preset(copy.deepcopy(raw), dialect="textgen")
+    preset["source"]["imported"] = {**preset["samplers"], "top_k": 0, "context_size": None}
+    preset["samplers"].update(top_k=0, context_size=None)
+    assert same_json(presets.export_preset(preset), raw)
+    preset["samplers"].update(top_k=50, context_size=8192)  # TextGen presets have no context size
+    assert same_json(presets.export_preset(preset), {**raw, "top_k": 50})
+
+
+def test_a_chat_completion_preset_gets_no_sampler_it_did_not_have():
+    raw = {
+        "temperature": 1,
+        "openai_max_tokens": 300,
+        "stream_openai": True,
+        "prompts": [prompt("main", content="M", system_prompt=True)],
+        "prompt_order": [order(100001, "main")],
+    }
+    preset, _ = presets.parse_chat_completion_preset(copy.deepcopy(raw))
+    assert same_json(presets.export_chat_completion_preset(preset), raw)
+    preset["samplers"]["top_p"] = 0.9
+    assert presets.export_chat_completion_preset(preset) == {**raw, "top_p": 0.9}
+
+
+def test_a_preset_made_in_orbchat_exports_every_sampler_as_a_chat_completion_preset():
+    samplers = {"temperature": 0.9, "top_k": 0, "max_tokens": 400, "context_size": None, "seed": None}
+    exported = presets.export_preset({"sections": [], "samplers": samplers})
+    assert {k: exported[k] for k in ("temperature", "top_k", "openai_max_tokens", "seed")} == {
+        "temperature": 0.9,
+        "top_k": 0,
+        "openai_max_tokens": 400,
+        "seed": -1,
+    }
+    assert "openai_max_context" not in exported and "prompt_order" in exported
+
+
+def test_a_sampler_the_file_wrote_as_null_comes_back_null():
+    raw = {"temp": 0.7, "seed": None, "genamt": None}
+    preset, _ = presets.parse_text_completion_preset(copy.deepcopy(raw), dialect="textgen")
+    assert same_json(presets.export_preset(preset), raw)

@@ -562,12 +562,6 @@ NORMALISATIONS: list[tuple[str, str, str]] = [
         "a World Info entry gets every field, missing ones at SillyTavern's defaults",
     ),
     (
-        "chat_preset",
-        r"added (temperature|top_p|top_k|min_p|frequency_penalty|presence_penalty|repetition_penalty|seed|"
-        r"openai_max_context|openai_max_tokens)",
-        "every sampler OrbChat has is written, at OrbChat's default when the file had none",
-    ),
-    (
         "chat",
         r"added line\d+\.(swipes|swipe_id|swipe_info|extra|is_system)(\[\d+\])?",
         "every message is written with its swipe fields and `extra`",
@@ -642,10 +636,13 @@ def test_round_trips_are_exact_but_for_documented_normalisations(owner, capsys):
             texts = {entry["content"] for entry in after["entries"].values()}
             wanted = before.get("entries") or before.get("data")
             assert all((e.get("text") or e.get("entry") or e.get("content")) in texts for e in wanted), name
-        if kind in ("converted_book", "text_preset"):
+        if kind == "converted_book":
             converted.append(name)
             continue
         found = differences(before, after)
+        if kind == "text_preset" and not found and json.dumps(before) != json.dumps(after):
+            # A text-completion preset comes back as it came: its keys in order, 1 still 1 (not 1.0).
+            found = [Difference("changed", "the file's key order or number types")]
         left = [d for d in found if not allowed(kind, d)]
         if left:
             unexplained[name] = [str(d) for d in left]
