@@ -353,11 +353,10 @@ def chat_import(request: HttpRequest) -> HttpResponse:
 @require_POST
 def chat_import_resolve(request: HttpRequest) -> HttpResponse:
     """Answer the duplicate question for a held chat file: import it as a copy, or skip it."""
-    held = pending.get(user=request.user, token=request.POST.get("token", ""))
+    held = pending.take(user=request.user, token=request.POST.get("token", ""))
     if held is None:
         messages.error(request, "That chat file is no longer waiting: choose it again.")
         return redirect("home")
-    pending.release(user=request.user, token=held.token)
     if request.POST.get("action") != "copy":
         messages.info(request, f"{held.filename}: skipped, nothing imported.")
         return redirect("home")

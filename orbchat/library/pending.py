@@ -70,6 +70,15 @@ def get(*, user, token: str) -> Held | None:
     return Held(token=token, filename=meta["filename"], content=content, extra=meta.get("extra") or {})
 
 
+def take(*, user, token: str) -> Held | None:
+    """The upload `user` holds under `token`, forgotten as it is handed over: an answer sent twice
+    (a double click, two tabs) finds it only once."""
+    held = get(user=user, token=token)
+    if held is not None:
+        release(user=user, token=token)
+    return held
+
+
 def release(*, user, token: str) -> None:
     """Forget a held upload."""
     if not _TOKEN_RE.match(token or ""):

@@ -204,7 +204,7 @@ def import_files(request: HttpRequest) -> HttpResponse:
 @require_POST
 def import_resolve(request: HttpRequest) -> HttpResponse:
     """Answer the duplicate question for a held upload: import it as a copy, or skip it."""
-    held = pending.get(user=request.user, token=request.POST.get("token", ""))
+    held = pending.take(user=request.user, token=request.POST.get("token", ""))
     if held is None:
         messages.error(request, "That upload is no longer waiting: choose the file again.")
         return redirect("library:import")
@@ -218,7 +218,6 @@ def import_resolve(request: HttpRequest) -> HttpResponse:
             results.append(_imported_row(held.filename, imported))
     else:
         results.append({"file": held.filename, "skipped": True})
-    pending.release(user=request.user, token=held.token)
     return render(request, "library/import.html", {"form": UploadForm(), "results": results, "nav": "import"})
 
 

@@ -137,6 +137,15 @@ def test_copy_imports_a_second_one(signed_in, owner):
     assert pending.get(user=owner, token=token) is None
 
 
+def test_answering_copy_twice_imports_one_copy(signed_in, owner):
+    upload(signed_in, "mira.png", png_card(v2_card()))
+    token = token_of(upload(signed_in, "mira.png", png_card(v2_card())))
+    signed_in.post(reverse("library:import_resolve"), {"token": token, "action": "copy"})
+    again = signed_in.post(reverse("library:import_resolve"), {"token": token, "action": "copy"}, follow=True)
+    assert "That upload is no longer waiting" in again.content.decode()
+    assert Character.objects.filter(owner=owner, name="Mira").count() == 2
+
+
 def test_another_user_cannot_answer_for_a_held_upload(signed_in, owner, client):
     upload(signed_in, "mira.png", png_card(v2_card()))
     token = token_of(upload(signed_in, "mira.png", png_card(v2_card())))
