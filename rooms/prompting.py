@@ -82,6 +82,8 @@ class TurnPlan:
     host_id: int | None = None
     speaker: str = ""  # the reply's speaker name (the Narrator's in Narrator mode)
     text_prompt: str | None = None  # a text-completion connection's prompt (None: chat messages)
+    # Which instruct and context templates wrote it, and how they were chosen (text completion only).
+    text_templates: dict | None = None
 
     def preview(self) -> dict:
         """Return the JSON the host's Preview shows."""
@@ -98,6 +100,7 @@ class TurnPlan:
             "world_info": self.world_info,
             "params": self.params,
             "text_prompt": self.text_prompt,
+            "text_templates": self.text_templates,
         }
 
 
@@ -323,6 +326,11 @@ def plan_turn(
         host_id=room.host_id,
         speaker=seat.name if seat else NARRATOR,
         text_prompt=text_prompt,
+        text_templates=(
+            {"instruct": text_format.instruct_label, "context": text_format.context_label}
+            if text_format is not None
+            else None
+        ),
     )
 
 
