@@ -91,6 +91,8 @@ class TurnPlan:
     host_id: int | None = None
     speaker: str = ""  # the reply's speaker name (the Narrator's in Narrator mode)
     text_prompt: str | None = None  # a text-completion connection's prompt (None: chat messages)
+    # Which instruct and context templates wrote it, and how they were chosen (text completion only).
+    text_templates: dict | None = None
     # The chat's and the host's variables as the prompt's macros left them (kept when the turn runs).
     variables: dict | None = None
     global_variables: dict | None = None
@@ -110,6 +112,7 @@ class TurnPlan:
             "world_info": self.world_info,
             "params": self.params,
             "text_prompt": self.text_prompt,
+            "text_templates": self.text_templates,
         }
 
 
@@ -335,6 +338,11 @@ def plan_turn(
         host_id=room.host_id,
         speaker=seat.name if seat else NARRATOR,
         text_prompt=text_prompt,
+        text_templates=(
+            {"instruct": text_format.instruct_label, "context": text_format.context_label}
+            if text_format is not None
+            else None
+        ),
         variables=original_input.macro_context.variables if original_input.macro_context else None,
         global_variables=(
             original_input.macro_context.global_variables if original_input.macro_context else None

@@ -26,6 +26,8 @@ from memory.selectors import (
     tuning_get,
 )
 from orbchat.connections import gateway
+from orbchat.library.textformats import text_format_for
+from orbchat.prompting.instruct import Instruct
 from rooms.models import Room
 
 UTILITY_TIMEOUT = 60.0
@@ -49,9 +51,12 @@ def _draft_of(summary: Summary) -> Draft:
     return Draft(heading=summary.heading, facts=list(summary.facts), keywords=list(summary.keywords))
 
 
-def _utility_answer(target, messages: list[dict]) -> str:
+def _utility_answer(target, messages: list[dict], *, template: Instruct | None = None) -> str:
+    """Ask the Utility model; a text-completion connection writes `messages` with `template`."""
     try:
-        return gateway.complete(target, messages, timeout=UTILITY_TIMEOUT, temperature=0.2, max_tokens=600)
+        return gateway.complete(
+            target, messages, template=template, timeout=UTILITY_TIMEOUT, temperature=0.2, max_tokens=600
+        )
     except Exception as exc:  # noqa: BLE001 - classified and reported by the caller
         status = getattr(exc, "status_code", None)
         retriable = status in RETRIABLE_STATUS or status is None
@@ -111,13 +116,15 @@ def write_summary(
     # The slow part, outside any transaction.
     if utility is not None:
         target = gateway.target_for(utility)
+        text_format = text_format_for(utility)
+        template = text_format.instruct if text_format is not None else None
         if tier == 0:
-            answer = _utility_answer(target, summarize.block_messages(lines, pov=pov, room_title=room.title))
+            messages = summarize.block_messages(lines, pov=pov, room_title=room.title)
+            answer = _utility_answer(target, messages, template=template)
             draft = summarize.parse(answer, fallback=lines)
         else:
-            answer = _utility_answer(
-                target, summarize.rollup_messages([_draft_of(c) for c in children], tier=tier, pov=pov)
-            )
+            messages = summarize.rollup_messages([_draft_of(c) for c in children], tier=tier, pov=pov)
+            answer = _utility_answer(target, messages, template=template)
             draft = summarize.parse(answer)
     elif tier == 0:
         draft = extractive.summarise(lines, pov=pov, stats=chatstats.chat_stats(room))

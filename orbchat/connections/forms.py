@@ -47,14 +47,15 @@ class ConnectionForm(forms.Form):
     instruct_template = forms.ChoiceField(
         label="Instruct template",
         required=False,
-        initial="bundled:ChatML",
-        help_text="How each message is wrapped for the model: pick the model's family.",
+        initial="auto",
+        help_text="How each message is wrapped for the model. Automatic: the template whose activation "
+        "regex matches the model's name (ChatML when none does).",
     )
     context_template = forms.ChoiceField(
         label="Context template",
         required=False,
-        initial="bundled:ChatML",
-        help_text="The story string that opens the prompt.",
+        initial="auto",
+        help_text="The story string and where it goes. Automatic: the one named as the instruct template.",
     )
     system_prompt = forms.ChoiceField(
         label="System prompt",

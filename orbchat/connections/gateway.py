@@ -18,6 +18,7 @@ from functools import lru_cache
 from orbchat import env
 from orbchat.connections import outbound, providers, secrets
 from orbchat.connections.models import Connection
+from orbchat.prompting import instruct
 
 env.apply_offline_defaults()
 
@@ -239,16 +240,35 @@ def plain_error(exc: BaseException) -> str:
     return explain(exc).text
 
 
-def complete(target: Target, messages: list[dict], *, timeout: float = 60, **params) -> str:
-    """Return the text of one non-streamed completion (a text target gets the messages as lines)."""
+def _text_call(messages: list[dict], template: instruct.Instruct | None, params: dict) -> dict:
+    """Return a text target's call parameters for chat messages: the prompt written with the
+    connection's instruct template (`instruct.render_messages`), and its stop strings before the
+    call's own."""
+    written = instruct.render_messages(template, messages)
+    stop = list(dict.fromkeys([*written.stop, *(params.pop("stop", None) or ())]))
+    if stop:
+        params["stop"] = stop
+    return {"prompt": written.text, **params}
+
+
+def complete(
+    target: Target,
+    messages: list[dict],
+    *,
+    template: instruct.Instruct | None = None,
+    timeout: float = 60,
+    **params,
+) -> str:
+    """Return the text of one non-streamed completion.
+
+    A text target gets the messages written with `template`, the connection's instruct template
+    (None: one line each)."""
     import litellm
 
     check(target)
     if target.text_backend:
-        prompt = "".join(f"{m['content']}\n" for m in messages)
-        response = litellm.text_completion(
-            **_text_request(target, {"prompt": prompt, "timeout": timeout, "num_retries": 0, **params})
-        )
+        call = _text_call(messages, template, {"timeout": timeout, "num_retries": 0, **params})
+        response = litellm.text_completion(**_text_request(target, call))
         return response.choices[0].text or ""
     response = litellm.completion(
         **_request(target, {"messages": messages, "timeout": timeout, "num_retries": 0, **params})
@@ -256,11 +276,23 @@ def complete(target: Target, messages: list[dict], *, timeout: float = 60, **par
     return response.choices[0].message.content or ""
 
 
-async def acomplete(target: Target, messages: list[dict], *, timeout: float = 60, **params) -> str:
-    """Return the text of one non-streamed completion, from the event loop."""
+async def acomplete(
+    target: Target,
+    messages: list[dict],
+    *,
+    template: instruct.Instruct | None = None,
+    timeout: float = 60,
+    **params,
+) -> str:
+    """Return the text of one non-streamed completion, from the event loop (a text target as in
+    `complete`)."""
     import litellm
 
     await acheck(target)
+    if target.text_backend:
+        call = _text_call(messages, template, {"timeout": timeout, "num_retries": 0, **params})
+        response = await litellm.atext_completion(**_text_request(target, call))
+        return response.choices[0].text or ""
     response = await litellm.acompletion(
         **_request(target, {"messages": messages, "timeout": timeout, "num_retries": 0, **params})
     )
@@ -346,8 +378,11 @@ def rerank(target: Target, query: str, documents: list[str]) -> list[float]:
     return scores
 
 
-def test_connection(connection: Connection, *, purpose: str = "chat") -> tuple[bool, str]:
-    """Send a tiny request fit for the connection's role (chat, embedding or rerank).
+def test_connection(
+    connection: Connection, *, purpose: str = "chat", template: instruct.Instruct | None = None
+) -> tuple[bool, str]:
+    """Send a tiny request fit for the connection's role (chat, embedding or rerank); a
+    text-completion connection's is written with `template`, its instruct template.
 
     Return (worked, the provider's answer or the error in plain words).
     """
@@ -364,6 +399,7 @@ def test_connection(connection: Connection, *, purpose: str = "chat") -> tuple[b
         text = complete(
             target,
             [{"role": "user", "content": "Reply with the single word: ready"}],
+            template=template,
             max_tokens=5,
             timeout=20,
         )

@@ -53,9 +53,10 @@ class Connection(models.Model):
         default=TextBackend.KOBOLDCPP,
         help_text="Which server it is: each names its samplers its own way.",
     )
-    # "bundled:<name>" (orbchat.prompting.formats) or "mine:<id>" (an imported template); "" = none.
-    instruct_template = models.CharField(max_length=220, blank=True, default="bundled:ChatML")
-    context_template = models.CharField(max_length=220, blank=True, default="bundled:ChatML")
+    # "auto" (by the model's name, when the prompt is built), "bundled:<name>"
+    # (orbchat.prompting.formats) or "mine:<id>" (an imported template); "" = none.
+    instruct_template = models.CharField(max_length=220, blank=True, default="auto")
+    context_template = models.CharField(max_length=220, blank=True, default="auto")
     system_prompt = models.CharField(max_length=220, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -45,8 +45,8 @@ def connection_create(
     also_utility: bool = False,
     api: str | None = None,
     text_backend: str | None = None,
-    instruct_template: str = "bundled:ChatML",
-    context_template: str = "bundled:ChatML",
+    instruct_template: str = "auto",
+    context_template: str = "auto",
     system_prompt: str = "",
 ) -> Connection:
     """Save a connection; the first becomes the Chat model and, with `also_utility`, the Utility one."""

@@ -13,6 +13,7 @@ from memory.selectors import reindex_status
 from orbchat.connections import gateway, providers, reranker, selectors, services
 from orbchat.connections.forms import ConnectionForm, RolesForm
 from orbchat.connections.models import Connection, ModelRoles
+from orbchat.library.textformats import text_format_for
 
 # The "Connect a model" page: ready forms for the common cases.
 QUICK_STARTS = [
@@ -168,7 +169,12 @@ def _purpose(connection: Connection) -> str:
 @require_POST
 def connection_test(request: HttpRequest, pk: int) -> HttpResponse:
     connection = _owned(request, pk)
-    worked, message = gateway.test_connection(connection, purpose=_purpose(connection))
+    text_format = text_format_for(connection)
+    worked, message = gateway.test_connection(
+        connection,
+        purpose=_purpose(connection),
+        template=text_format.instruct if text_format is not None else None,
+    )
     context = {"worked": worked, "message": message}
     if request.htmx:
         return render(request, "connections/_test_result.html", context)

@@ -1,7 +1,10 @@
 """The instruct and context templates OrbChat ships, in SillyTavern's fields (pure data).
 
 Each is written from the model family's documented chat format and SillyTavern's field meanings;
-a person's own imported templates sit beside them.
+a person's own imported templates sit beside them. Each instruct template carries an
+`activation_regex` over model names (SillyTavern's own bundled files leave theirs empty), so
+"Automatic (by model name)" finds the family; the order below is the order they are tried in
+(ChatML first: a Hermes or Dolphin fine-tune of Llama or Mistral speaks ChatML).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ def _story(open_: str = "", close: str = "", *, personality_label: bool = True) 
 
 INSTRUCT: dict[str, dict] = {
     "ChatML": {
+        "activation_regex": "/chatml|qwen|hermes|dolphin/i",
         "input_sequence": "<|im_start|>user",
         "output_sequence": "<|im_start|>assistant",
         "system_sequence": "<|im_start|>system",
@@ -35,6 +39,7 @@ INSTRUCT: dict[str, dict] = {
         "system_same_as_user": False,
     },
     "Llama 3 Instruct": {
+        "activation_regex": "/llama[-_ .]?3/i",
         "input_sequence": "<|start_header_id|>user<|end_header_id|>\n\n",
         "output_sequence": "<|start_header_id|>assistant<|end_header_id|>\n\n",
         "system_sequence": "<|start_header_id|>system<|end_header_id|>\n\n",
@@ -48,6 +53,7 @@ INSTRUCT: dict[str, dict] = {
         "system_same_as_user": True,
     },
     "Mistral V2 & V3": {
+        "activation_regex": "/mistral|mixtral/i",
         "input_sequence": "[INST] ",
         "output_sequence": "[/INST] ",
         "last_output_sequence": "[/INST]",
@@ -61,6 +67,7 @@ INSTRUCT: dict[str, dict] = {
         ),
     },
     "Alpaca": {
+        "activation_regex": "/alpaca/i",
         "input_sequence": "### Instruction:",
         "output_sequence": "### Response:",
         "system_sequence": "### Input:",
@@ -73,6 +80,7 @@ INSTRUCT: dict[str, dict] = {
         "system_same_as_user": False,
     },
     "Vicuna 1.1": {
+        "activation_regex": "/vicuna/i",
         "input_sequence": "\nUSER: ",
         "output_sequence": "\nASSISTANT: ",
         "output_suffix": "</s>",
@@ -83,6 +91,7 @@ INSTRUCT: dict[str, dict] = {
         "system_same_as_user": True,
     },
     "Gemma 2": {
+        "activation_regex": "/gemma/i",
         "input_sequence": "<start_of_turn>user",
         "output_sequence": "<start_of_turn>model",
         "system_sequence": "<start_of_turn>system",
@@ -96,6 +105,7 @@ INSTRUCT: dict[str, dict] = {
         "system_same_as_user": True,
     },
     "Metharme": {
+        "activation_regex": "/metharme|pygmalion-2/i",
         "input_sequence": "<|user|>",
         "output_sequence": "<|model|>",
         "stop_sequence": "</s>",
@@ -120,7 +130,7 @@ CONTEXT: dict[str, dict] = {
     "Gemma 2": {"story_string": _story("<start_of_turn>user\n", "<end_of_turn>")},
 }
 
-# The pairs a new text-completion connection starts with.
+# What "Automatic (by model name)" falls back to when no template's activation regex matches.
 DEFAULT_INSTRUCT = "ChatML"
 DEFAULT_CONTEXT = "ChatML"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 __all__ = [
     "Context",
@@ -22,11 +22,18 @@ __all__ = [
     "TextPrompt",
     "Turn",
     "render",
+    "render_messages",
     "render_story_string",
     "stop_strings",
 ]
 
 NAMES_NONE, NAMES_FORCE, NAMES_ALWAYS = "none", "force", "always"
+
+# A context template's `story_string_position` (SillyTavern's extension_prompt_types). Only "in
+# chat" moves the story string; SillyTavern writes every other value at the top of the prompt.
+STORY_IN_PROMPT, STORY_IN_CHAT, STORY_BEFORE_PROMPT = 0, 1, 2
+# `story_string_role` (extension_prompt_roles): who the story string speaks as in the chat.
+STORY_ROLES = {0: "system", 1: "user", 2: "assistant"}
 
 DEFAULT_STORY_STRING = (
     "{{#if system}}{{system}}\n{{/if}}{{#if wiBefore}}{{wiBefore}}\n{{/if}}"
@@ -59,6 +66,8 @@ class Instruct:
     stop_sequence: str = ""
     system_sequence_prefix: str = ""
     system_sequence_suffix: str = ""
+    story_string_prefix: str = ""
+    story_string_suffix: str = ""
     user_alignment_message: str = ""
     wrap: bool = True
     macro: bool = True
@@ -93,19 +102,53 @@ class Context:
     names_as_stop_strings: bool = True
     always_force_name2: bool = True
     single_line: bool = False
+    story_string_position: int = STORY_IN_PROMPT
+    story_string_depth: int = 1
+    story_string_role: int = 0
 
     @classmethod
     def from_st(cls, data: dict) -> Context:
-        return cls(**_st_values(cls, data))
+        values = _st_values(cls, data)
+        if values.get("story_string_role") not in (None, *STORY_ROLES):
+            del values["story_string_role"]
+        if "story_string_depth" in values:
+            values["story_string_depth"] = max(0, values["story_string_depth"])
+        return cls(**values)
+
+    @property
+    def story_in_chat(self) -> bool:
+        return self.story_string_position == STORY_IN_CHAT
+
+
+def _number(value: object) -> int | None:
+    """A whole number as a SillyTavern file writes it (5, 5.0 or "5"); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        return int(value)
+    return None
 
 
 def _st_values(cls: type, data: dict) -> dict:
-    """The fields of `cls` that a SillyTavern file sets: switches as booleans, the rest as text."""
-    return {
-        f.name: bool(data[f.name]) if f.type == "bool" else _text(data[f.name])
-        for f in fields(cls)
-        if f.name in data
-    }
+    """The fields of `cls` that a SillyTavern file sets: switches as booleans, numbers as whole
+    numbers (one that is not a number keeps the default), the rest as text."""
+    values: dict = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        if f.type == "bool":
+            values[f.name] = bool(data[f.name])
+        elif f.type == "int":
+            number = _number(data[f.name])
+            if number is not None:
+                values[f.name] = number
+        else:
+            values[f.name] = _text(data[f.name])
+    return values
 
 
 @dataclass(frozen=True)
@@ -132,6 +175,9 @@ class Turn:
     role: str  # "user" | "assistant" | "system"
     text: str
     name: str = ""
+    # Sent into the chat (memory, the author's note, world info at a depth), not a chat message:
+    # a story string's depth counts chat messages only.
+    injected: bool = False
 
 
 @dataclass(frozen=True)
@@ -275,17 +321,24 @@ class _Renderer:
         body = f"{name}: {turn.text}{suffix}" if include_names and name else turn.text + suffix
         return self.separator.join(part for part in (prefix, body) if part)
 
-    def reply_line(self, *, impersonate: bool) -> str:
-        """What opens the reply (SillyTavern's formatInstructModePrompt, or "Name:" without instruct)."""
+    def reply_line(self, *, impersonate: bool, quiet: bool = False) -> str:
+        """What opens the reply (SillyTavern's formatInstructModePrompt, or "Name:" without instruct).
+
+        `quiet`: a neutral prompt (a task, not the chat): the last system sequence if the template
+        has one, else the output sequence, and no name."""
         ins = self.instruct
         name = self.user if impersonate else self.speaker
         if ins is None:
             return f"\n{name}:" if impersonate or self.context.always_force_name2 else ""
-        include_names = bool(name) and (
-            ins.names_behavior == NAMES_ALWAYS or (self.group and ins.names_behavior == NAMES_FORCE)
+        include_names = (
+            bool(name)
+            and not quiet
+            and (ins.names_behavior == NAMES_ALWAYS or (self.group and ins.names_behavior == NAMES_FORCE))
         )
         if impersonate:
             sequence = ins.input_sequence
+        elif quiet:
+            sequence = ins.last_system_sequence or ins.output_sequence
         else:
             sequence = ins.last_output_sequence or ins.output_sequence
         filler = ""
@@ -474,11 +527,16 @@ def render(
         "mesExamplesRaw": "".join(raw_examples),
     }
     story_text = render_story_string(context.story_string, params, substitute, instruct=instruct)
+    if instruct is not None and story_text and not context.story_in_chat:
+        story_text = _wrap_story(story_text, instruct, substitute)
     # A story string that places the examples itself gets them once.
     if re.search(r"\{\{\s*mesExamples(Raw)?\s*\}\}", context.story_string):
         examples = []
 
     turns = [t for t in turns if t.text.strip() or t.role != "system"]
+    if context.story_in_chat:
+        turns = _story_in_chat(turns, story_text, context, story, continuing=mode == "continue")
+        story_text = ""
     last_user = max((i for i, t in enumerate(turns) if t.role == "user"), default=-1)
     lines: list[str] = []
     for index, turn in enumerate(turns):
@@ -518,6 +576,79 @@ def render(
         substitute=substitute,
     )
     return TextPrompt(text=(story_text + "".join(examples) + chat).replace("\r", ""), stop=stop)
+
+
+def _wrap_story(text: str, ins: Instruct, substitute: Callable[[str], str]) -> str:
+    """The instruct template's story string prefix and suffix around the story string at the top
+    of the prompt (SillyTavern's formatInstructModeStoryString; in the chat, the message's own
+    sequences wrap it instead)."""
+    if ins.story_string_prefix:
+        prefix = _NAME_MACRO.sub(lambda _: "System", substitute(ins.story_string_prefix))
+        text = prefix + ("\n" if ins.wrap else "") + text
+    if ins.story_string_suffix:
+        text += substitute(ins.story_string_suffix)
+    return text
+
+
+def _story_in_chat(
+    turns: list[Turn], story_text: str, context: Context, story: StoryFields, *, continuing: bool
+) -> list[Turn]:
+    """Send the story string into the chat, `story_string_depth` chat messages from the end, as
+    SillyTavern's in-chat injection does: trimmed, as a message of `story_string_role` (the
+    user's or the character's, named, or system text), after whatever else is sent at that depth.
+    Depth 0 is after the newest message (1 when continuing, so the continued message stays last);
+    deeper than the chat, it is before the first message."""
+    text = story_text.strip()
+    if not text:
+        return turns
+    role = STORY_ROLES.get(context.story_string_role, "system")
+    name = {"user": story.user, "assistant": story.char}.get(role, "")
+    message = Turn(role=role, text=text, name=name, injected=True)
+    depth = context.story_string_depth
+    if continuing and depth == 0:
+        depth = 1
+    chat = [index for index, turn in enumerate(turns) if not turn.injected]
+    at = len(turns) if depth == 0 or not chat else chat[max(0, len(chat) - depth)]
+    return [*turns[:at], message, *turns[at:]]
+
+
+def render_messages(instruct: Instruct | None, messages: Sequence[dict]) -> TextPrompt:
+    """Write chat-completion messages that set a task (not a chat) as one text-completion prompt.
+
+    With an instruct template: a system message takes the system prefix and suffix when the
+    template has those and no system sequence (as SillyTavern writes a system prompt), else the
+    system sequence (the input sequence when the template writes system text as the user's); a
+    user message the input sequence (the last one
+    the last input sequence), an assistant message the output sequence, none of them named; then
+    the line that opens the reply as SillyTavern opens a neutral prompt (the last system sequence,
+    else the output sequence). The stop strings are the template's sequences and stop sequence.
+    Without one, each message's text is a line of its own.
+    """
+    texts = [(m.get("role"), _text(m.get("content"))) for m in messages]
+    if instruct is None:
+        return TextPrompt(text="".join(f"{text}\n" for _, text in texts))
+    ins = replace(instruct, names_behavior=NAMES_NONE)
+    r = _Renderer(
+        instruct=ins, context=Context(), speaker="Assistant", user="User", group=False, substitute=str
+    )
+    turns = [
+        Turn(role=role if role in ("user", "assistant") else "system", text=text) for role, text in texts
+    ]
+    last_user = max((i for i, t in enumerate(turns) if t.role == "user"), default=-1)
+    wrap_system = not ins.system_sequence and bool(ins.system_sequence_prefix or ins.system_sequence_suffix)
+    lines = []
+    for index, turn in enumerate(turns):
+        if turn.role == "system" and wrap_system:
+            lines.append(_system_prompt(turn.text, ins) + r.separator)
+        else:
+            lines.append(r.message(turn, LAST if index == last_user else None))
+    if lines and ins.wrap:
+        lines[-1] = re.sub(r"\n?$", "", lines[-1], count=1)
+    lines.append(r.reply_line(impersonate=False, quiet=True))
+    stop = stop_strings(
+        instruct=ins, context=Context(names_as_stop_strings=False), speaker="Assistant", user="User"
+    )
+    return TextPrompt(text="".join(lines).replace("\r", ""), stop=stop)
 
 
 def _reply_suffix(r: _Renderer, lines: list[str], *, impersonate: bool) -> str:

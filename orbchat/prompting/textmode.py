@@ -33,13 +33,16 @@ class TextFormat:
 
     `instruct` None: no instruct template ("Name: text" lines). `system_prompt` None: the preset's
     main prompt is the system prompt; a card's own system prompt replaces either
-    ({{original}} stands for it).
+    ({{original}} stands for it). `instruct_label`, `context_label`: which templates these are
+    and how they were chosen, in words for the Prompt Preview.
     """
 
     instruct: instruct.Instruct | None
     context: instruct.Context
     system_prompt: str | None = None
     allow_post_history: bool = False
+    instruct_label: str = ""
+    context_label: str = ""
 
 
 def _is_main(section: dict) -> bool:
@@ -163,7 +166,8 @@ def story_fields(inp: PromptInput, fmt: TextFormat) -> instruct.StoryFields:
 
 
 def turns_of(inp: PromptInput, prompt: Prompt) -> list[instruct.Turn]:
-    """Return the assembled messages as turns, each chat message with its speaker's name."""
+    """Return the assembled messages as turns, each chat message with its speaker's name and
+    everything else marked as injected."""
     kept = []
     if prompt.history_kept is not None:
         first, last = prompt.history_kept
@@ -172,11 +176,11 @@ def turns_of(inp: PromptInput, prompt: Prompt) -> list[instruct.Turn]:
     index = 0
     for message in prompt.messages:
         role, content = message["role"], message["content"]
-        name = ""
+        name, injected = "", True
         if index < len(kept) and role == kept[index].role and content == kept[index].text:
-            name = kept[index].name
+            name, injected = kept[index].name, False
             index += 1
-        turns.append(instruct.Turn(role=role, text=content, name=name))
+        turns.append(instruct.Turn(role=role, text=content, name=name, injected=injected))
     return turns
 
 

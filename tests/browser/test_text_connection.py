@@ -34,7 +34,10 @@ def test_a_text_completion_connection_is_made_with_its_templates_and_tested(sign
         "llamacpp",
         "bundled:Llama 3 Instruct",
     )
-    assert fake_llm.completions()[-1].body["prompt"] == "Reply with the single word: ready\n"
+    assert fake_llm.completions()[-1].body["prompt"] == (
+        "<|start_header_id|>user<|end_header_id|>\n\nReply with the single word: ready<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 @pytest.mark.parametrize("size", list(SIZES))

@@ -65,3 +65,34 @@ def test_a_text_connection_is_tested_through_v1_completions(owner, fake_llm):
     worked, message = gateway.test_connection(connection)
     assert worked and message == "The model answered: ready"
     assert fake_llm.completions()[-1].body["prompt"] == "Reply with the single word: ready\n"
+
+
+def test_testing_a_text_connection_writes_the_request_with_its_instruct_template(owner, fake_llm):
+    from django.urls import reverse
+
+    from tests.factories import client_for
+
+    connection = services.connection_create(
+        owner=owner,
+        name="Gemma",
+        provider="local",
+        model="gemma-2-9b-it",
+        api_base=fake_llm.base_url,
+        api="text",
+    )
+    fake_llm.script(Reply("ready"))
+    response = client_for(owner).post(
+        reverse("connections:test", args=[connection.pk]), HTTP_HX_REQUEST="true"
+    )
+    assert "The model answered: ready" in response.content.decode()
+    body = fake_llm.completions()[-1].body
+    # Automatic: the model's name finds the bundled Gemma 2 template.
+    assert body["prompt"] == (
+        "<start_of_turn>user\nReply with the single word: ready<end_of_turn>\n<start_of_turn>model\n"
+    )
+    assert body["stop"] == [
+        "\n<end_of_turn>",
+        "\n<start_of_turn>user",
+        "\n<start_of_turn>model",
+        "\n<start_of_turn>system",
+    ]

@@ -332,3 +332,47 @@ def test_a_new_embedding_model_reindexes_and_then_switches_over(room, host, fake
     assert fresh.count() == 5 and index._collection(building, "scenes").count() == 4
     assert len(fresh.get(ids=[f"m:{room.pk}:shared:0:0"], include=["embeddings"])["embeddings"][0]) == 26
     assert indexing.reindex(building.pk) is False  # already switched: a second run does nothing
+
+
+@pytest.fixture
+def text_utility(host, fake_llm):
+    """The host's Utility model is a text-completion server (the fake) on the bundled ChatML template."""
+    connection = connection_services.connection_create(
+        owner=host,
+        name="Fake text utility",
+        provider="local",
+        model="fake-utility",
+        api_base=fake_llm.base_url,
+        api="text",
+        text_backend="llamacpp",
+        instruct_template="bundled:ChatML",
+    )
+    roles = connection_selectors.model_roles_get(user=host)
+    connection_services.model_roles_update(
+        user=host, chat=roles.chat, utility=connection, embedding=None, rerank_kind="builtin"
+    )
+    return connection
+
+
+def test_a_text_completion_utility_model_gets_the_request_in_its_instruct_template(
+    room, text_utility, fake_llm
+):
+    fake_llm.script(answer())
+    story_room(room, 16)
+    passes.catch_up(room.pk)
+    summary = Summary.objects.get(room=room, tier=0, block=0)
+    assert summary.source == Summary.Source.UTILITY
+    assert summary.facts == ["The brass key opens the cellar."]
+    (request,) = fake_llm.completions()
+    prompt = request.body["prompt"]
+    system, user = prompt.removeprefix("<|im_start|>system\n").split("<|im_end|>\n<|im_start|>user\n")
+    assert "JSON" in system and "<|im_start|>" not in system
+    assert "#3 Traveller:" in user
+    assert user.endswith("Write the JSON object now.<|im_end|>\n<|im_start|>assistant\n")
+    assert request.body["stop"] == [
+        "\n<|im_end|>",
+        "\n<|im_start|>user",
+        "\n<|im_start|>assistant",
+        "\n<|im_start|>system",
+    ]
+    assert "messages" not in request.body

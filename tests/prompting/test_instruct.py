@@ -7,7 +7,15 @@ Each expected text is worked out by hand from those functions' rules for the cas
 from __future__ import annotations
 
 from orbchat.prompting import formats
-from orbchat.prompting.instruct import Context, Instruct, StoryFields, Turn, render, render_story_string
+from orbchat.prompting.instruct import (
+    Context,
+    Instruct,
+    StoryFields,
+    Turn,
+    render,
+    render_messages,
+    render_story_string,
+)
 from orbchat.prompting.macros import MacroContext, substitute
 
 CTX = MacroContext(char="Aria", user="Sam")
@@ -231,3 +239,153 @@ def test_the_system_sequence_prefix_wraps_the_system_prompt():
     )
     assert prompt.text.startswith("BEGINNING OF CONVERSATION:Be kind.\n")
     assert prompt.text.endswith("\nUSER: Hi.\nASSISTANT: ")
+
+
+# The story string's place (a context template's story_string_position/_depth/_role, newer files).
+
+
+def in_chat(depth: int, role: int = 0) -> Context:
+    return Context.from_st(
+        {
+            "story_string": "{{description}}",
+            "story_string_position": 1,
+            "story_string_depth": depth,
+            "story_string_role": role,
+        }
+    )
+
+
+BARD = StoryFields(char="Aria", user="Sam", description="A bard.")
+CHATML_INS = Instruct.from_st(formats.INSTRUCT["ChatML"])
+
+
+def test_in_chat_at_depth_one_the_story_string_is_system_text_before_the_newest_message():
+    prompt = render(instruct=CHATML_INS, context=in_chat(1), story=BARD, turns=CHAT, substitute=sub)
+    assert prompt.text == (
+        "<|im_start|>assistant\nAria: Welcome!<|im_end|>\n"
+        "<|im_start|>system\nA bard.<|im_end|>\n"
+        "<|im_start|>user\nSam: Sing.<|im_end|>\n"
+        "<|im_start|>assistant\nAria:"
+    )
+
+
+def test_in_chat_at_depth_zero_as_the_user_it_is_the_users_line_after_the_newest_message():
+    prompt = render(instruct=CHATML_INS, context=in_chat(0, role=1), story=BARD, turns=CHAT, substitute=sub)
+    assert prompt.text == (
+        "<|im_start|>assistant\nAria: Welcome!<|im_end|>\n"
+        "<|im_start|>user\nSam: Sing.<|im_end|>\n"
+        "<|im_start|>user\nSam: A bard.<|im_end|>\n"
+        "<|im_start|>assistant\nAria:"
+    )
+
+
+def test_in_chat_deeper_than_the_chat_as_the_character_it_opens_the_chat():
+    prompt = render(instruct=CHATML_INS, context=in_chat(9, role=2), story=BARD, turns=CHAT, substitute=sub)
+    assert prompt.text.startswith(
+        "<|im_start|>assistant\nAria: A bard.<|im_end|>\n<|im_start|>assistant\nAria: Welcome!<|im_end|>\n"
+    )
+
+
+def test_in_chat_depth_counts_chat_messages_and_follows_what_is_injected_there():
+    turns = [CHAT[0], Turn("system", "[Mood: gloomy]", injected=True), CHAT[1]]
+    prompt = render(instruct=CHATML_INS, context=in_chat(1), story=BARD, turns=turns, substitute=sub)
+    assert (
+        "<|im_start|>system\n[Mood: gloomy]<|im_end|>\n"
+        "<|im_start|>system\nA bard.<|im_end|>\n"
+        "<|im_start|>user\nSam: Sing.<|im_end|>\n"
+    ) in prompt.text
+
+
+def test_in_chat_the_examples_and_chat_start_stay_at_the_top():
+    ctx = Context.from_st(
+        {"story_string": "{{description}}", "chat_start": "***", "story_string_position": 1}
+    )
+    story = StoryFields(char="Aria", user="Sam", description="A bard.", examples="<START>\n{{user}}: Hi")
+    prompt = render(instruct=None, context=ctx, story=story, turns=CHAT, substitute=sub)
+    # Depth 1 by default, system text written bare without an instruct template.
+    assert prompt.text == "Sam: Hi\n***\nAria: Welcome!\nA bard.\nSam: Sing.\nAria:"
+
+
+def test_continuing_at_depth_zero_keeps_the_continued_message_last():
+    turns = [Turn("user", "Sing.", "Sam"), Turn("assistant", "La la", "Aria")]
+    prompt = render(
+        instruct=CHATML_INS, context=in_chat(0), story=BARD, turns=turns, substitute=sub, mode="continue"
+    )
+    assert prompt.text.endswith("<|im_start|>system\nA bard.<|im_end|>\n<|im_start|>assistant\nAria: La la")
+
+
+def test_in_prompt_and_before_prompt_both_open_the_prompt_as_in_sillytavern():
+    for position in (0, 2, "2", 7):
+        ctx = Context.from_st({"story_string": "{{description}}", "story_string_position": position})
+        prompt = render(instruct=CHATML_INS, context=ctx, story=BARD, turns=CHAT, substitute=sub)
+        assert prompt.text.startswith("A bard.\n<|im_start|>assistant\nAria: Welcome!"), position
+
+
+def test_the_instruct_story_string_prefix_and_suffix_wrap_it_at_the_top_only():
+    ins = Instruct.from_st(
+        {
+            **formats.INSTRUCT["ChatML"],
+            "story_string_prefix": "<|im_start|>{{name}}",
+            "story_string_suffix": "<|im_end|>\n",
+        }
+    )
+    top = render(
+        instruct=ins, context=Context(story_string="{{description}}"), story=BARD, turns=CHAT, substitute=sub
+    )
+    assert top.text.startswith(
+        "<|im_start|>System\nA bard.\n<|im_end|>\n<|im_start|>assistant\nAria: Welcome!"
+    )
+    chat = render(instruct=ins, context=in_chat(1), story=BARD, turns=CHAT, substitute=sub)
+    assert "<|im_start|>system\nA bard.<|im_end|>\n" in chat.text and "System" not in chat.text
+
+
+def test_story_string_numbers_are_read_from_numbers_and_text_and_bad_ones_keep_the_default():
+    ctx = Context.from_st({"story_string_position": "1", "story_string_depth": 3.0, "story_string_role": 2})
+    assert (ctx.story_string_position, ctx.story_string_depth, ctx.story_string_role) == (1, 3, 2)
+    odd = Context.from_st({"story_string_position": "top", "story_string_depth": -4, "story_string_role": 9})
+    assert (odd.story_string_position, odd.story_string_depth, odd.story_string_role) == (0, 0, 0)
+
+
+# A task's messages (the Utility model's summary requests) written with an instruct template.
+
+TASK = [{"role": "system", "content": "You summarise."}, {"role": "user", "content": "Transcript:\n#1 A: hi"}]
+
+
+def test_task_messages_with_chatml_take_the_system_and_user_sequences_then_open_the_reply():
+    written = render_messages(CHATML_INS, TASK)
+    assert written.text == (
+        "<|im_start|>system\nYou summarise.<|im_end|>\n"
+        "<|im_start|>user\nTranscript:\n#1 A: hi<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    assert written.stop == [
+        "\n<|im_end|>",
+        "\n<|im_start|>user",
+        "\n<|im_start|>assistant",
+        "\n<|im_start|>system",
+    ]
+
+
+def test_task_messages_with_llama3_write_system_text_as_the_user_without_wrap():
+    written = render_messages(Instruct.from_st(formats.INSTRUCT["Llama 3 Instruct"]), TASK)
+    assert written.text == (
+        "<|start_header_id|>user<|end_header_id|>\n\nYou summarise.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nTranscript:\n#1 A: hi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    assert written.stop[0] == "<|eot_id|>"
+
+
+def test_task_messages_use_the_system_prefix_when_the_template_has_no_system_sequence():
+    written = render_messages(Instruct.from_st(formats.INSTRUCT["Metharme"]), TASK)
+    assert written.text == "<|system|>You summarise.<|user|>Transcript:\n#1 A: hi<|model|>"
+
+
+def test_task_messages_open_the_reply_with_the_last_system_sequence_when_there_is_one():
+    ins = Instruct.from_st({**formats.INSTRUCT["ChatML"], "last_system_sequence": "<|im_start|>narrator"})
+    assert render_messages(ins, TASK).text.endswith("<|im_end|>\n<|im_start|>narrator\n")
+
+
+def test_task_messages_without_an_instruct_template_are_one_line_each():
+    written = render_messages(None, TASK)
+    assert (written.text, written.stop) == ("You summarise.\nTranscript:\n#1 A: hi\n", [])

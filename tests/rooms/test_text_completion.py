@@ -251,3 +251,103 @@ async def test_continue_on_a_text_connection_sends_the_reply_open_and_appends(ho
     prompt = fake_llm.completions()[-1].body["prompt"]
     assert prompt.endswith("<|im_start|>assistant\nMira: The lamp")
     assert "Continue your last message" not in prompt
+
+
+def _text_connection(host, fake_llm, model: str, **templates):
+    connection = host.connections.get(name="KoboldCpp")
+    connection.model = model
+    for name, value in templates.items():
+        setattr(connection, name, value)
+    connection.save()
+    return connection
+
+
+def _plan(room):
+    return prompting.plan_turn(turn=prompting.TurnContext.read(room.pk), seat=room.seats.get())
+
+
+def test_a_new_text_connection_chooses_its_templates_by_model_name(host, fake_llm):
+    connection = connection_services.connection_create(
+        owner=host, name="New", provider="local", model="local-model", api_base=fake_llm.base_url, api="text"
+    )
+    assert (connection.instruct_template, connection.context_template) == ("auto", "auto")
+
+
+def test_automatic_picks_the_template_whose_activation_regex_matches_the_model(host, text_room, fake_llm):
+    _text_connection(
+        host, fake_llm, "openai/Meta-Llama-3.1-8B-Instruct", instruct_template="auto", context_template="auto"
+    )
+    plan = _plan(text_room)
+    assert plan.text_prompt.startswith("<|start_header_id|>system<|end_header_id|>\n\nYou are Mira;")
+    assert plan.text_prompt.endswith("<|start_header_id|>assistant<|end_header_id|>\n\nMira:")
+    templates = plan.preview()["text_templates"]
+    assert templates["instruct"] == (
+        "Llama 3 Instruct (bundled) — Automatic (by model name): its activation regex matches "
+        "“Meta-Llama-3.1-8B-Instruct”"
+    )
+    assert templates["context"] == (
+        "Llama 3 Instruct (bundled) — Automatic (by model name): the same name as the instruct template"
+    )
+
+
+def test_when_no_regex_matches_automatic_falls_back_to_chatml(host, text_room, fake_llm):
+    _text_connection(
+        host, fake_llm, "openai/koboldcpp/model", instruct_template="auto", context_template="auto"
+    )
+    plan = _plan(text_room)
+    assert plan.text_prompt.startswith("<|im_start|>system\nYou are Mira;")
+    assert plan.preview()["text_templates"]["instruct"] == (
+        "ChatML (bundled) — Automatic (by model name): no template's activation regex matches "
+        "“koboldcpp/model”, so the default"
+    )
+
+
+def test_an_imported_template_with_a_matching_regex_wins_and_a_broken_one_is_skipped(
+    host, text_room, fake_llm
+):
+    _import(host, "Broken.json", {**CHATML, "name": "Broken", "activation_regex": "/(unclosed/i"})
+    story = {**CHATML, "name": "Story", "output_sequence": "[A]", "activation_regex": "/story/i"}
+    _import(host, "Story.json", story)
+    _import(host, "Story context.json", {"name": "Story", "story_string": "STORY {{description}}"})
+    _text_connection(
+        host, fake_llm, "openai/storyteller-13b", instruct_template="auto", context_template="auto"
+    )
+    plan = _plan(text_room)
+    assert plan.text_prompt.startswith("STORY Mira keeps the lighthouse.\n")
+    assert plan.text_prompt.endswith("[A]\nMira: The lamp is lit.<|im_end|>\n[A]\nMira:")
+    templates = plan.preview()["text_templates"]
+    assert templates["instruct"].startswith(
+        "Story (imported) — Automatic (by model name): its activation regex"
+    )
+    assert templates["context"].startswith("Story (imported) — Automatic")
+
+
+def test_the_preview_page_says_which_templates_wrote_the_prompt(host, text_room):
+    from django.urls import reverse
+
+    from tests.factories import client_for
+
+    page = client_for(host).get(reverse("rooms:preview", args=[text_room.pk])).content.decode()
+    assert "Instruct template" in page and "My ChatML (imported)" in page
+    assert "ChatML (bundled)" in page
+
+
+def test_a_context_template_in_chat_at_a_depth_moves_the_story_string(host, text_room, fake_llm):
+    context = _import(
+        host,
+        "In chat.json",
+        {
+            "name": "In chat",
+            "story_string": "{{description}}",
+            "story_string_position": 1,
+            "story_string_depth": 0,
+            "story_string_role": 0,
+        },
+    )
+    _text_connection(host, fake_llm, "koboldcpp/model", context_template=f"mine:{context.pk}")
+    plan = _plan(text_room)
+    assert plan.text_prompt == (
+        "<|im_start|>assistant\nMira: The lamp is lit.<|im_end|>\n"
+        "<|im_start|>system\nMira keeps the lighthouse.<|im_end|>\n"
+        "<|im_start|>assistant\nMira:"
+    )
