@@ -109,6 +109,9 @@ def expand(scenario: dict) -> dict:
     books = scenario.get("books") or [
         {"name": "World", "kind": "global", "entries": scenario.get("entries", [])}
     ]
+    character = scenario.get("character", {"name": CHARACTER, "tags": []})
+    if character is None:  # no character, no character lore
+        books = [book for book in books if book.get("kind") != "character"]
     full_books = []
     for book in books:
         entries = {}
@@ -123,7 +126,6 @@ def expand(scenario: dict) -> dict:
             chats.append(chat)
     else:
         chats = [[message(line) for line in scenario.get("chat", [])]]
-    character = scenario.get("character", {"name": CHARACTER, "tags": []})
     return {
         "id": scenario["id"],
         "rule": scenario.get("rule", ""),
@@ -297,6 +299,8 @@ def _key(rng: random.Random) -> str:
         return rng.choice(["{{char}}", "{{user}}", f"{rng.choice(WORDS)} {rng.choice(WORDS)}"])
     if roll < 0.25:
         return rng.choice(WORDS).capitalize()
+    if roll < 0.3:
+        return rng.choice(["(sword)", "sword!", " storm ", "КОТ", "queen\tstorm", "ghost's", "_river"])
     return rng.choice(WORDS)
 
 
@@ -313,7 +317,7 @@ def _entry(rng: random.Random, uid: int) -> dict:
     entry: dict[str, Any] = {
         "uid": uid,
         "key": [_key(rng) for _ in range(rng.choice([0, 1, 1, 1, 2, 3]))],
-        "content": f"[{uid}] " + _text(rng, rng.randint(1, 6)),
+        "content": rng.choice(["", "{{char}} ", "", *[""] * 7]) + f"[{uid}] " + _text(rng, rng.randint(1, 6)),
         "order": rng.choice([100, 100, 50, 200, 10, rng.randint(0, 300)]),
         "position": rng.choice([0, 0, 1]),
     }
@@ -325,7 +329,7 @@ def _entry(rng: random.Random, uid: int) -> dict:
     if rng.random() < 0.1:
         entry["disable"] = True
     if rng.random() < 0.25:
-        entry["group"] = rng.choice(["g1", "g2", "g1,g2", "g1, g2"])
+        entry["group"] = rng.choice(["g1", "g2", "g1,g2", "g1, g2", "2", "1", "g1,1"])
         entry["groupOverride"] = rng.random() < 0.3
         entry["groupWeight"] = rng.choice([100, 50, 10, 1])
         if rng.random() < 0.3:
@@ -338,8 +342,11 @@ def _entry(rng: random.Random, uid: int) -> dict:
         entry["delayUntilRecursion"] = rng.choice([True, 1, 2, 3])
     if rng.random() < 0.1:
         entry["probability"] = 0
+    elif rng.random() < 0.15:
+        entry["probability"] = rng.choice([25, 50, 75])
+        entry["useProbability"] = rng.random() < 0.8
     if rng.random() < 0.15:
-        entry["scanDepth"] = rng.choice([0, 1, 3, 5])
+        entry["scanDepth"] = rng.choice([0, 1, 3, 5, 10])
     if rng.random() < 0.1:
         entry["caseSensitive"] = rng.random() < 0.5
     if rng.random() < 0.1:
@@ -366,7 +373,7 @@ def generated(count: int, seed: int) -> list[dict]:
             {
                 "name": f"{kind}-book",
                 "kind": kind,
-                "entries": [_entry(rng, uid) for uid in range(rng.randint(2, 7))],
+                "entries": [_entry(rng, uid) for uid in range(rng.randint(2, 10))],
             }
             for kind in kinds
         ]
@@ -377,7 +384,7 @@ def generated(count: int, seed: int) -> list[dict]:
                         if rng.random() < 0.25:
                             entry[effect] = rng.randint(1, 3)
         settings = {
-            "depth": rng.choice([1, 2, 2, 3, 4]),
+            "depth": rng.choice([0, 1, 2, 2, 3, 4, 6]),
             "recursive": rng.random() < 0.6,
             "whole_words": rng.random() < 0.7,
             "case_sensitive": rng.random() < 0.15,
@@ -388,21 +395,30 @@ def generated(count: int, seed: int) -> list[dict]:
         }
         if rng.random() < 0.2:
             settings["min_activations"] = rng.randint(1, 4)
-            settings["max_recursion_steps"] = 0
+            settings["min_activations_depth_max"] = rng.choice([0, 0, 3, 5])
+            if rng.random() < 0.5:
+                settings["max_recursion_steps"] = 0
+        if rng.random() < 0.1:
+            settings["budget_cap"] = rng.choice([5, 10, 20])
         scenario: dict[str, Any] = {
             "id": f"random-{seed}-{index}",
             "rule": "generated",
             "settings": settings,
             "books": books,
-            "rolls": [rng.random() for _ in range(5)],
-            "character": {"name": CHARACTER, "tags": rng.choice([[], ["hero"], ["villain", "hero"]])},
+            "rolls": [rng.random() for _ in range(7)],
+            "character": rng.choice(
+                [None, *[{"name": CHARACTER, "tags": t} for t in ([], ["hero"], ["villain", "hero"])] * 6]
+            ),
         }
         if rng.random() < 0.2:
             scenario["max_context"] = rng.choice([40, 80, 200])
         speakers = [USER, CHARACTER]
-        lines = [f"{speakers[i % 2]}: {_text(rng, rng.randint(2, 8))}" for i in range(rng.randint(1, 6))]
+        lines = [f"{speakers[i % 2]}: {_text(rng, rng.randint(2, 8))}" for i in range(rng.randint(1, 8))]
+        if rng.random() < 0.1:
+            lines.insert(rng.randrange(len(lines)), f"(hidden) {USER}: {_text(rng, 4)}")
         if timed:
-            scenario["turns"] = [[line] for line in lines] + [[f"{USER}: {_text(rng, 3)}"] for _ in range(3)]
+            later = [rng.choice([[], [f"{USER}: {_text(rng, 3)}"]]) for _ in range(4)]  # [] is a regenerate
+            scenario["turns"] = [[line] for line in lines] + later
         else:
             scenario["chat"] = lines
         scenarios.append(scenario)
