@@ -488,6 +488,7 @@ class Bench:
             "written": tally(hand),
             "generated": tally(made),
             "all": tally(rows),
+            "scenarios": [{key: r[key] for key in ("id", "rule", "same_entries", "same_text")} for r in rows],
             "disagreements": [r for r in rows if not (r["same_entries"] and r["same_text"])],
         }
 

@@ -478,8 +478,8 @@ _Key = _NeverKey | _SubstringKey | _WordKey | _BoundedKey | _RegexKey
 
 _JS_WORD = "A-Za-z0-9_"
 _JS_LINE_END = "\\n\\r\\u2028\\u2029"
-# JavaScript's meaning of these escapes, which Python's engine reads as Unicode-aware: outside a
-# character class, and (the first two) inside one.
+# JavaScript's meaning of the escapes Python's engine reads as Unicode-aware, outside a character
+# class and (\w, \d) inside one.
 _JS_ESCAPES = {
     "w": f"[{_JS_WORD}]",
     "W": f"[^{_JS_WORD}]",
