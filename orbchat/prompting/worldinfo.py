@@ -18,7 +18,6 @@ from typing import Any
 import regex
 
 __all__ = [
-    "RECURSION_HARD_CAP",
     "Activated",
     "Book",
     "BookKind",
@@ -37,10 +36,6 @@ __all__ = [
     "parse_decorators",
     "parse_regex_key",
 ]
-
-# A book with max_recursion_steps=0 ("unlimited") still stops here, so two entries that
-# mention each other cannot loop forever.
-RECURSION_HARD_CAP = 20
 
 
 class Logic(IntEnum):
@@ -939,12 +934,15 @@ class _Activation:
         return sorted(ranked, key=lambda a: (a.entry.position, a.entry.order))
 
     def _recursion_limit(self) -> int:
-        """Return how many scan passes may run in all: 1 means the first scan only, 0 unlimited."""
+        """Return how many scan passes may run in all: 1 means the first scan only, 0 unlimited.
+
+        Unlimited ends all the same: a pass follows only one that activated something new (each
+        entry activates once), a deeper message for minimum activations, or a delay level.
+        """
         limits = [book.max_recursion_steps for book in self.books if book.recursive]
         if self.settings.max_recursion_steps is not None:
             limits = [self.settings.max_recursion_steps]
-        limit = max(limits, default=0)
-        return min(limit, RECURSION_HARD_CAP) if limit else RECURSION_HARD_CAP
+        return max(limits, default=0)
 
     def _scan(self, scan_state: int, level: int) -> list[tuple[_Plan, bool, str]]:
         found = []
