@@ -6,8 +6,10 @@ export function getCharaFilename(chid) {
     return avatar ? avatar.replace(/\.[^/.]+$/, '') : undefined;
 }
 
+// Every character that means something in a pattern (and "/", "-"), preceded by a backslash.
 export function escapeRegex(text) {
-    return text.replace(/[/\-\\^$*+?.()|[\]{}]/g, '\\$&');
+    const special = new Set('\\^$.*+?()[]{}|/-');
+    return [...text].map((char) => (special.has(char) ? `\\${char}` : char)).join('');
 }
 
 // FNV-1a: entries only need a stable number that differs between different entries.
