@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHMARKS = ("turn", "pages", "backfill", "recall", "planted", "corpus", "embed", "cache")
+BENCHMARKS = ("turn", "pages", "backfill", "recall", "planted", "corpus", "embed", "cache", "worldinfo")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 import regex
 
 __all__ = [
-    "RECURSION_HARD_CAP",
     "Activated",
     "Book",
     "BookKind",
@@ -37,10 +36,6 @@ __all__ = [
     "parse_decorators",
     "parse_regex_key",
 ]
-
-# A book with max_recursion_steps=0 ("unlimited") still stops here, so two entries that
-# mention each other cannot loop forever.
-RECURSION_HARD_CAP = 20
 
 
 class Logic(IntEnum):
@@ -196,6 +191,17 @@ class TimedEffect:
             return 0
         return max(0, self.sticky_until - message_count)
 
+    def first_cooldown_left(self, message_count: int) -> int:
+        """Return for how many more messages the cooldown begun at activation runs.
+
+        SillyTavern starts an entry's cooldown when it activates, alongside its sticky, and again
+        when the sticky ends; only an inclusion group heeds the first one.
+        """
+        if self.cooldown_until is None:
+            return 0
+        length = self.cooldown_until - (self.sticky_until or self.activated_at)
+        return max(0, self.activated_at + length - message_count)
+
     def cooldown_left(self, message_count: int) -> int:
         """Return for how many more messages (this one included) the entry cannot activate."""
         if self.cooldown_until is None or self.sticky_left(message_count):
@@ -269,7 +275,6 @@ def default_count_tokens(text: str) -> int:
 
 # --- keys ---------------------------------------------------------------------------------------
 
-_REGEX_FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
 _RE_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 # SillyTavern writes a regex key as /pattern/flags with JavaScript's flags. "g" means nothing
 # for a yes/no test and "u" is how Python reads patterns anyway; "y" anchors the search at the
@@ -466,12 +471,88 @@ class _RegexKey:
 _Key = _NeverKey | _SubstringKey | _WordKey | _BoundedKey | _RegexKey
 
 
+_JS_WORD = "A-Za-z0-9_"
+_JS_LINE_END = "\\n\\r\\u2028\\u2029"
+# JavaScript's meaning of the escapes Python's engine reads as Unicode-aware, outside a character
+# class and (\w, \d) inside one.
+_JS_ESCAPES = {
+    "w": f"[{_JS_WORD}]",
+    "W": f"[^{_JS_WORD}]",
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "b": f"(?:(?<=[{_JS_WORD}])(?![{_JS_WORD}])|(?<![{_JS_WORD}])(?=[{_JS_WORD}]))",
+    "B": f"(?:(?<=[{_JS_WORD}])(?=[{_JS_WORD}])|(?<![{_JS_WORD}])(?![{_JS_WORD}]))",
+}
+_JS_CLASS_ESCAPES = {"w": _JS_WORD, "d": "0-9"}
+
+
+def _javascript_pattern(pattern: str, flags: str) -> str:
+    """Rewrite a JavaScript pattern so Python's `regex` engine matches what JavaScript would.
+
+    `\\w`, `\\d` and `\\b` are ASCII-only in JavaScript, `.` stops at every line terminator,
+    `$` without the m flag matches only at the very end (never before a final newline), and with
+    the m flag `^` and `$` also break at \\r, \\u2028 and \\u2029. `[]` matches nothing and `[^]`
+    anything.
+    """
+    multiline, dotall = "m" in flags, "s" in flags
+    out: list[str] = []
+    index, size = 0, len(pattern)
+    while index < size:
+        char = pattern[index]
+        if char == "\\" and index + 1 < size:
+            escaped = pattern[index + 1]
+            out.append(_JS_ESCAPES.get(escaped, char + escaped))
+            index += 2
+            continue
+        if char == "[":
+            end, body = _javascript_class(pattern, index)
+            out.append(body)
+            index = end
+            continue
+        if char == "." and not dotall:
+            out.append(f"[^{_JS_LINE_END}]")
+        elif char == "$":
+            out.append(f"(?=[{_JS_LINE_END}]|\\Z)" if multiline else "\\Z")
+        elif char == "^" and multiline:
+            out.append(f"(?:\\A|(?<=[{_JS_LINE_END}]))")
+        else:
+            out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _javascript_class(pattern: str, start: int) -> tuple[int, str]:
+    """Return where the character class opening at `start` ends and its Python spelling."""
+    index = start + 1
+    negated = pattern.startswith("^", index)
+    index += negated
+    if pattern.startswith("]", index):  # JavaScript's empty class: nothing, or with ^ anything
+        return index + 1, "[\\s\\S]" if negated else "(?!)"
+    out = ["[^" if negated else "["]
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            escaped = pattern[index + 1]
+            out.append(_JS_CLASS_ESCAPES.get(escaped, char + escaped))
+            index += 2
+            continue
+        if char == "[":
+            out.append("\\[")  # a literal in JavaScript, a nested set to Python's engine
+        else:
+            out.append(char)
+        index += 1
+        if char == "]":
+            return index, "".join(out)
+    return index, "".join(out)  # unclosed: left for the engine to refuse
+
+
 def _compile_regex(pattern: str, flags: str) -> regex.Pattern[str] | None:
-    value = 0
-    for flag in flags:
-        value |= _REGEX_FLAGS.get(flag, 0)
+    # ^, $ and . are rewritten for the m and s flags; only i and s are left to the engine.
+    value = regex.IGNORECASE if "i" in flags else 0
+    if "s" in flags:
+        value |= regex.DOTALL
     try:
-        return regex.compile(pattern, value)
+        return regex.compile(_javascript_pattern(pattern, flags), value)
     except _COMPILE_ERRORS:
         return None
 
@@ -723,12 +804,10 @@ class _Activation:
         plans = [
             _Plan(entry, book, index, compiler) for index, book in enumerate(books) for entry in book.entries
         ]
+        # Every entry's level counts, a disabled one's and a non-recursive book's included: each
+        # opens a pass of its own in SillyTavern.
         self.delay_levels = sorted(
-            {
-                p.entry.delay_until_recursion
-                for p in plans
-                if p.entry.delay_until_recursion > 0 and p.book.recursive
-            }
+            {p.entry.delay_until_recursion for p in plans if p.entry.delay_until_recursion > 0}
         )
         self.plans = self._sorted([p for p in plans if p.entry.enabled])
         self.order_of = {plan.key: index for index, plan in enumerate(self.plans)}
@@ -815,9 +894,11 @@ class _Activation:
                     if plan.key not in self.activated and plan.key not in self.failed:
                         self.rejected.setdefault(plan.key, "over the world-info token budget")
             successful = [plan for plan, _, _ in new if plan.key not in self.failed]
-            for_recursion = [p for p in successful if not p.entry.prevent_recursion and p.book.recursive]
+            for_recursion = [
+                p for p in successful if not p.entry.prevent_recursion and self._recurses(p.book)
+            ]
             next_state = 0
-            if self.recursive and not overflowed and for_recursion:
+            if self.recursive and not overflowed and any(p.book.recursive for p in for_recursion):
                 next_state = _RECURSION
             if self.recursive and not overflowed and scan_state == _MIN_ACTIVATIONS and self.recursion:
                 next_state = _RECURSION
@@ -853,12 +934,15 @@ class _Activation:
         return sorted(ranked, key=lambda a: (a.entry.position, a.entry.order))
 
     def _recursion_limit(self) -> int:
-        """Return how many scan passes may run in all: 1 means the first scan only, 0 unlimited."""
+        """Return how many scan passes may run in all: 1 means the first scan only, 0 unlimited.
+
+        Unlimited ends all the same: a pass follows only one that activated something new (each
+        entry activates once), a deeper message for minimum activations, or a delay level.
+        """
         limits = [book.max_recursion_steps for book in self.books if book.recursive]
         if self.settings.max_recursion_steps is not None:
             limits = [self.settings.max_recursion_steps]
-        limit = max(limits, default=0)
-        return min(limit, RECURSION_HARD_CAP) if limit else RECURSION_HARD_CAP
+        return max(limits, default=0)
 
     def _scan(self, scan_state: int, level: int) -> list[tuple[_Plan, bool, str]]:
         found = []
@@ -885,14 +969,10 @@ class _Activation:
             self.rejected[plan.key] = f"cooldown ({_plural(cooldown, 'more message')})"
             return None
         delayed = entry.delay_until_recursion
-        if (
-            delayed
-            and not sticky
-            and (scan_state != _RECURSION or delayed > level or not plan.book.recursive)
-        ):
+        if delayed and not sticky and (scan_state != _RECURSION or delayed > level):
             self.rejected[plan.key] = f"delayed until recursion level {delayed}"
             return None
-        if scan_state == _RECURSION and entry.exclude_recursion and not sticky:
+        if scan_state == _RECURSION and entry.exclude_recursion and plan.book.recursive and not sticky:
             return None
         if "@@activate" in plan.decorators:
             return plan, sticky, "@@activate decorator"
@@ -913,12 +993,21 @@ class _Activation:
             return None
         return plan, False, self._key_reason(plan, hit, scan_state)
 
+    def _recurses(self, book: Book) -> bool:
+        """Return whether the book's entries scan (and feed) the text of activated entries.
+
+        A book with recursion off stays out of it while other books recurse. When none does, the
+        passes that open delay levels still scan (and feed) that text, as SillyTavern's do with
+        recursion off.
+        """
+        return book.recursive or not self.recursive
+
     def _depth(self, plan: _Plan) -> int:
         return plan.scan_depth if plan.scan_depth is not None else plan.book.scan_depth + self.skew
 
     def _text(self, plan: _Plan, scan_state: int) -> _Text:
-        # The minimum-activations pass does not rescan recursion text, and a non-recursive book never does.
-        use_recursion = scan_state != _MIN_ACTIVATIONS and plan.book.recursive
+        # The minimum-activations pass does not rescan recursion text.
+        use_recursion = scan_state != _MIN_ACTIVATIONS and self._recurses(plan.book)
         return self.chat.text(self._depth(plan), self.recursion if use_recursion else ())
 
     def _key_reason(self, plan: _Plan, key: _Key, scan_state: int) -> str:
@@ -962,14 +1051,27 @@ class _Activation:
                 groups.setdefault(name, []).append(candidate)
         if not groups:
             return found
+        groups = _javascript_key_order(groups)
         kept = list(found)
 
-        def remove(candidate: tuple[_Plan, bool, str], name: str, winner: str) -> None:
-            if candidate in kept:
-                kept.remove(candidate)
-                # A loser is scanned again in later passes; its first loss is the reason worth showing.
-                if not self.rejected.get(candidate[0].key, "").startswith("lost inclusion group"):
-                    self.rejected[candidate[0].key] = f'lost inclusion group "{name}" to {winner}'
+        def remove(candidate: tuple[_Plan, bool, str], name: str, reason: str) -> None:
+            if candidate not in kept:
+                # SillyTavern removes by index; a second removal (index -1) takes the last candidate.
+                if kept:
+                    dropped = kept.pop()
+                    self.rejected[dropped[0].key] = (
+                        f'dropped by inclusion group "{name}", which removed a loser twice'
+                    )
+                return
+            kept.remove(candidate)
+            # A loser is scanned again in later passes; its first loss is the reason worth showing.
+            if not self.rejected.get(candidate[0].key, "").startswith(
+                ("lost inclusion group", "left inclusion group")
+            ):
+                self.rejected[candidate[0].key] = reason
+
+        def lose(candidate: tuple[_Plan, bool, str], name: str, winner: str) -> None:
+            remove(candidate, name, f'lost inclusion group "{name}" to {winner}')
 
         has_sticky = {}
         for name, members in groups.items():
@@ -977,7 +1079,15 @@ class _Activation:
             has_sticky[name] = bool(sticky)
             for candidate in members:
                 if sticky and not candidate[1]:
-                    remove(candidate, name, f"sticky entry {sticky[0][0].entry.uid}")
+                    lose(candidate, name, f"sticky entry {sticky[0][0].entry.uid}")
+            for candidate in sticky:
+                effect = self.effects.get(candidate[0].key)
+                if effect is not None and effect.first_cooldown_left(self.now):
+                    remove(
+                        candidate,
+                        name,
+                        f'left inclusion group "{name}": still in the cooldown begun with its sticky',
+                    )
         global_scoring = self.settings.use_group_scoring
         for name, members in groups.items():
             if has_sticky[name] or not (global_scoring or any(c[0].entry.use_group_scoring for c in members)):
@@ -989,7 +1099,7 @@ class _Activation:
             for candidate, score in zip(members, scores, strict=True):
                 scored = candidate[0].entry.use_group_scoring
                 if (global_scoring if scored is None else scored) and score < best:
-                    remove(candidate, name, f"entry {leader}, which matched more keys")
+                    lose(candidate, name, f"entry {leader}, which matched more keys")
                 else:
                     survivors.append(candidate)
             groups[name] = survivors
@@ -999,7 +1109,7 @@ class _Activation:
             earlier = next((a for a in self.activated.values() if a.entry.group == name), None)
             if earlier is not None:
                 for candidate in members:
-                    remove(candidate, name, f"entry {earlier.entry.uid}, active already")
+                    lose(candidate, name, f"entry {earlier.entry.uid}, active already")
                 continue
             if len(members) <= 1:
                 continue
@@ -1012,7 +1122,7 @@ class _Activation:
                     continue
             for candidate in members:
                 if candidate is not winner:
-                    remove(candidate, name, f"entry {winner[0].entry.uid}")
+                    lose(candidate, name, f"entry {winner[0].entry.uid}")
         return kept
 
     def _weighted_pick(self, members: list[tuple[_Plan, bool, str]]) -> tuple[_Plan, bool, str] | None:
@@ -1024,6 +1134,17 @@ class _Activation:
             if roll <= reached:
                 return candidate
         return None
+
+
+def _javascript_key_order(groups: dict[str, list]) -> dict[str, list]:
+    """Order groups as a JavaScript object lists its keys: array-index names ("0", "7") first,
+    ascending, then the rest in insertion order. SillyTavern rolls its groups in that order."""
+
+    def is_index(name: str) -> bool:
+        return name.isascii() and name.isdigit() and (name == "0" or name[0] != "0") and int(name) < 2**32 - 1
+
+    indexes = sorted((name for name in groups if is_index(name)), key=int)
+    return {name: groups[name] for name in [*indexes, *(name for name in groups if not is_index(name))]}
 
 
 def _live_effects(state: TimedState | None, message_count: int) -> dict[tuple[int, int], TimedEffect]:

@@ -6,7 +6,6 @@ import re
 import time
 
 from orbchat.prompting.worldinfo import (
-    RECURSION_HARD_CAP,
     Book,
     Entry,
     Logic,
@@ -396,9 +395,17 @@ def test_max_recursion_steps_is_the_highest_among_books():
     assert uids(run([first, second], "k0")) == [2, 1, 0]
 
 
-def test_unlimited_recursion_stops_at_the_hard_cap():
-    result = run(lore(*chain(RECURSION_HARD_CAP + 10)), "k0")
-    assert sorted(uids(result)) == list(range(RECURSION_HARD_CAP))
+def test_unlimited_recursion_runs_until_nothing_new_fires():
+    # SillyTavern has no cap: a pass only follows one that activated something new.
+    assert sorted(uids(run(lore(*chain(30)), "k0"))) == list(range(30))
+    assert sorted(uids(run(lore(*chain(30), max_recursion_steps=25), "k0"))) == list(range(25))
+
+
+def test_minimum_activations_reach_deep_into_a_long_chat():
+    # Each deeper message is a pass of its own; however many, they all run.
+    book = lore(Entry(1, keys=("dragon",)), scan_depth=1)
+    messages = ["dragon", *(f"line {i}" for i in range(30))]
+    assert uids(run(book, *messages, settings=Settings(min_activations=1))) == [1]
 
 
 def test_recursion_stops_when_entries_mention_each_other():

@@ -163,3 +163,79 @@ def test_a_sticky_entry_skips_its_delay_until_recursion():
     book = lore(Entry(1, keys=("dragon",), delay_until_recursion=1, sticky=3))
     state = TimedState({(1, 1): TimedEffect(activated_at=10, sticky_until=13)})
     assert uids(run(book, "quiet", message_count=11, state=state)) == [1]
+
+
+class Rolls(random.Random):
+    """Random numbers drawn from a fixed list, so a test says which way each roll goes."""
+
+    def __init__(self, *rolls: float) -> None:
+        super().__init__(0)
+        self.rolls = list(rolls)
+
+    def random(self) -> float:
+        return self.rolls.pop(0)
+
+
+def test_delay_levels_open_passes_even_when_no_book_recurses():
+    # SillyTavern's open delay levels start a pass of their own with recursion off; that pass scans
+    # the activated entries' text too, and "exclude recursion" does not apply in it.
+    book = lore(
+        Entry(1, keys=("dragon",), content="see castle"),
+        Entry(2, keys=("dragon",), delay_until_recursion=1),
+        Entry(3, keys=("castle",), delay_until_recursion=2),
+        recursive=False,
+    )
+    assert uids(run(book, "dragon")) == [1, 2, 3]
+    excluded = lore(
+        Entry(1, keys=("dragon",), content="see castle"),
+        Entry(2, keys=("dragon",), delay_until_recursion=1),
+        Entry(3, keys=("dragon",), delay_until_recursion=2),
+        Entry(4, keys=("castle",), exclude_recursion=True),
+        recursive=False,
+    )
+    assert uids(run(excluded, "dragon")) == [1, 2, 3, 4]
+
+
+def test_regex_keys_use_javascript_ascii_classes():
+    # Without the u flag JavaScript's \w, \d and \b are ASCII only, and "." stops at \r as at \n.
+    book = lore(
+        Entry(1, keys=("/я\\w/",)),
+        Entry(2, keys=("/\\bкот\\b/",)),
+        Entry(3, keys=("/a.b/",)),
+        Entry(4, keys=("/\\d/",)),
+        Entry(5, keys=("/[\\w]д/",)),
+        Entry(6, keys=("/x\\Bк/",)),
+        Entry(7, keys=("/xy$/",)),
+    )
+    assert uids(run(book, "xк xy", "яд мой кот a\rb ١")) == [7]
+
+
+def test_regex_dollar_without_m_never_matches_before_a_final_newline():
+    book = lore(Entry(1, constant=True, content="the tail\n"), Entry(2, keys=("/tail$/",)))
+    assert uids(run(book, "hi")) == [1]
+    assert uids(run(book, "the tail", "hi")) == [1, 2]
+
+
+def test_an_entry_losing_two_groups_takes_the_last_candidate_with_it():
+    # SillyTavern removes a loser by its index; removing it a second time (index -1) removes the
+    # last candidate of the pass instead.
+    book = lore(
+        Entry(1, keys=("dragon",), group="g1,g2"),
+        Entry(2, keys=("dragon",), group="g1"),
+        Entry(3, keys=("dragon",), group="g2"),
+        Entry(4, keys=("dragon",)),
+    )
+    result = activate([book], ["dragon"], rng=Rolls(0.9, 0.9))
+    assert sorted(uids(result)) == [2, 3]
+
+
+def test_a_sticky_entry_still_in_its_first_cooldown_leaves_its_group():
+    # SillyTavern starts the cooldown at activation alongside the sticky; an inclusion group drops
+    # an entry on cooldown even while it is sticky, and the group has no winner that message.
+    book = lore(
+        Entry(1, keys=("dragon",), group="g", sticky=2, cooldown=3),
+        Entry(2, keys=("castle",), group="g"),
+    )
+    state = TimedState({(1, 1): TimedEffect(activated_at=1, sticky_until=3, cooldown_until=6)})
+    result = activate([book], ["a", "castle"], state=state, rng=Rolls(0.1))
+    assert uids(result) == []
