@@ -8,7 +8,8 @@ once the memory is built (one message more at a time). Prints a table and writes
 In the worker: the Procfile's `worker` (niced, prefork, one process, as `make run` starts it)
 backfills a third room of the same size, queued as an import queues it; its time and the peak
 resident memory of the worker's processes (the main process and its pool child, summed, sampled
-every 50 ms) are the worker's figures. The benchmark's own process also holds the rooms it builds
+every 50 ms; and their proportional set size, in which a page the forked child shares with its
+parent counts once) are the worker's figures. The benchmark's own process also holds the rooms it builds
 and both in-process backfills; its peak is reported beside as `bench_process_rss_mb`.
 
 Cold start: a fresh web process (daphne, as `make run` starts it) beside a worker; from the
@@ -160,6 +161,7 @@ class Bench:
             "backfill_10k_worker_s": in_worker["seconds"],
             "worker_rss_mb": in_worker["total_mb"],
             "worker_rss_parts_mb": {"main": in_worker["main_mb"], "pool": in_worker["pool_mb"]},
+            "worker_pss_mb": in_worker["pss_mb"],
             "bench_process_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }
 
@@ -167,16 +169,25 @@ class Bench:
         """Backfill a fresh room in the real worker; its time and the worker's peak memory."""
         room = self._room(user, character, size)
         main = psutil.Process(worker.pid)
-        peaks = {"main": 0, "pool": 0, "total": 0}
+        peaks = {"main": 0, "pool": 0, "total": 0, "pss": 0}
         tasks.backfill_start(room.pk)
         clock = time.perf_counter()
         while True:
             try:
+                pool = main.children(recursive=True)
                 main_rss = main.memory_info().rss
-                pool_rss = sum(p.memory_info().rss for p in main.children(recursive=True))
+                pool_rss = sum(p.memory_info().rss for p in pool)
+                # Proportional set size: a page the pool child shares with the main process
+                # (forked, copy-on-write) counts once between them, not once in each.
+                pss = sum(p.memory_full_info().pss for p in [main, *pool])
             except psutil.NoSuchProcess as exc:
                 raise kit.BenchError("the worker stopped during the backfill") from exc
-            for key, value in (("main", main_rss), ("pool", pool_rss), ("total", main_rss + pool_rss)):
+            for key, value in (
+                ("main", main_rss),
+                ("pool", pool_rss),
+                ("total", main_rss + pool_rss),
+                ("pss", pss),
+            ):
                 peaks[key] = max(peaks[key], value)
             phase = selectors.backfill_progress(room.pk)["phase"]
             if phase == RoomMemory.Backfill.DONE:
@@ -276,6 +287,7 @@ class Bench:
                 f"{r['worker_rss_mb']} MB (main {r['worker_rss_parts_mb']['main']}, "
                 f"pool {r['worker_rss_parts_mb']['pool']})",
             ),
+            ("worker memory without shared pages counted twice (PSS), peak", f"{r['worker_pss_mb']} MB"),
             ("this benchmark's process, peak", f"{r['bench_process_rss_mb']} MB"),
             ("cold start: ready -> first token (target <= 2 s)", f"{r['cold_first_token_s']} s"),
         ]
