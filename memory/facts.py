@@ -710,7 +710,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "condition",
             rf"^(?P<who>I|[Yy]ou|{_NAME})(?P<verb>\s+(?:am|is|are|was|were)|['’]m|['’]re|['’]s)\s+(?:now\s+|badly\s+|"
-            rf"gravely\s+|still\s+|very\s+)?(?P<cond>{_CONDITIONS})\b{_END}",
+            rf"gravely\s+|still\s+|very\s+)?(?P<cond>{_CONDITIONS})(?![\w'’-]){_END}",
         ),
         (
             "discovery",
@@ -847,6 +847,8 @@ def _template(category: str, g: Mapping[str, str | None]) -> str | None:
     if category == "discovery":
         subject = "I and you" if who.casefold() == "we" else who
         verb = (g.get("found") or "found").replace("learnt", "learned")
+        if rest.startswith("the ") and verb not in ("found", "discovered"):
+            return None  # "I learned the old songs": a skill, not a discovery
         return f"{subject} {verb} {rest}"
     if category == "goal":
         if _too_slight(rest):

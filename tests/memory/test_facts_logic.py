@@ -370,6 +370,8 @@ def test_goals_conditions_and_discoveries_are_found():
         "She is my sister.",
         "The light is on and the tea is warm.",  # no pattern at all
         "*She smiles and pours the tea.*",
+        "I'm ill-tempered today.",  # a word that only starts like a condition
+        "I learned the old songs from my mother.",  # a skill, not a discovery
     ],
 )
 def test_the_extractor_keeps_quiet_on_questions_hypotheticals_negations_and_vague_sentences(sentence):
