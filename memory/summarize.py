@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from memory import extractive
 from memory.drafts import MAX_FACTS, MAX_KEYWORDS, Draft, Line, clip, render, shorten, when_label
 
-__all__ = ["EMPTY_SUMMARY", "UNTITLED", "block_messages", "parse", "rollup_messages"]
+__all__ = ["EMPTY_SUMMARY", "UNTITLED", "block_messages", "json_values", "parse", "rollup_messages"]
 
 EMPTY_SUMMARY = "(empty summary)"  # the heading of a useless answer when there is nothing to fall back on
 UNTITLED = "(untitled)"  # the heading of a usable answer that gave facts but no heading
@@ -253,6 +253,18 @@ def _from_json(raw: str) -> tuple[Draft | None, bool]:
         if isinstance(value, dict) or len(candidate) * 2 >= len(raw):
             return None, True
     return None, False
+
+
+def json_values(raw: str) -> Iterator[Any]:
+    """Yield each JSON value an answer holds, as `parse` looks for them, repaired where it can be.
+
+    In turn: the answer itself if it is a bare scalar, each fenced block's first object and first
+    list, then the answer's; a value cut off mid-way comes back closed.
+    """
+    for candidate, _unfinished in _json_candidates(raw if isinstance(raw, str) else ""):
+        value = _decode(candidate)
+        if value is not _NOTHING:
+            yield value
 
 
 def _json_candidates(raw: str) -> Iterable[tuple[str, str | None]]:
