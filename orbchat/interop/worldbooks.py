@@ -267,6 +267,13 @@ def _wi_entry(raw: dict, fallback_uid: int) -> dict:
         values["enabled"] = not _bool(raw["disable"], False)
     elif "enabled" in raw:
         values["enabled"] = raw["enabled"]
+    # SillyTavern's scan reads a missing `selective` or `useProbability` as false: secondary keys
+    # are not checked, the probability is not rolled; and a roll against a missing `probability`
+    # always fails. (Its editor writes all three on every entry.)
+    values.setdefault("selective", False)
+    values.setdefault("use_probability", False)
+    if _bool(values["use_probability"], False) and values.get("probability") is None:
+        values["probability"] = 0
     known = {*WI_NAMES.values(), "disable", "enabled"}
     extra = {key: value for key, value in raw.items() if key not in known}
     return _normalize(values, extra)

@@ -68,7 +68,7 @@ def test_missing_fields_take_sillytaverns_defaults():
         "uid": 5,
         "keys": ["x"],
         "secondary_keys": [],
-        "selective": True,
+        "selective": False,  # SillyTavern's scan: missing = no secondary check
         "selective_logic": 0,
         "comment": "",
         "content": "",
@@ -76,7 +76,7 @@ def test_missing_fields_take_sillytaverns_defaults():
         "enabled": True,
         "order": 100,
         "probability": 100,
-        "use_probability": True,
+        "use_probability": False,  # missing = never rolled
         "position": 0,
         "depth": 4,
         "role": 0,
@@ -272,14 +272,14 @@ def test_export_writes_every_field_in_sillytaverns_names():
                 "uid": 2,
                 "key": ["tower"],
                 "keysecondary": [],
-                "selective": True,
+                "selective": False,
                 "selectiveLogic": 0,
                 "comment": "",
                 "content": "A tall tower.",
                 "constant": False,
                 "order": 100,
                 "probability": 100,
-                "useProbability": True,
+                "useProbability": False,
                 "position": 0,
                 "depth": 4,
                 "role": 0,
@@ -330,6 +330,24 @@ def test_unknown_fields_survive_a_round_trip():
     assert worldbooks.parse_world_info(json.dumps(exported)) == book
 
 
+def test_a_missing_selective_or_use_probability_reads_as_sillytaverns_scan_reads_it():
+    entry = worldbooks.parse_world_info({"entries": {"1": wi_entry(keysecondary=["night"], probability=10)}})[
+        "entries"
+    ][0]
+    # Secondary keys are not checked and the 10 % is not rolled: the entry fires on "tower" alone.
+    assert (entry["selective"], entry["use_probability"]) == (False, False)
+    written = worldbooks.parse_world_info(
+        {
+            "entries": {
+                "1": wi_entry(keysecondary=["night"], probability=10, selective=True, useProbability=True)
+            }
+        }
+    )["entries"][0]
+    assert (written["selective"], written["use_probability"]) == (True, True)
+    unrolled = worldbooks.parse_world_info({"entries": {"1": wi_entry(useProbability=True)}})["entries"][0]
+    assert unrolled["probability"] == 0  # SillyTavern's roll against no probability never passes
+
+
 def test_eldoria_minimal_gets_defaults_filled():
     book = worldbooks.parse_world_info(fixture("eldoria_minimal.json"), name="Eldoria")
     assert len(book["entries"]) == 4
@@ -340,7 +358,7 @@ def test_eldoria_minimal_gets_defaults_filled():
         "role": 0,
         "depth": 4,
         "probability": 100,
-        "use_probability": True,
+        "use_probability": False,
         "group_weight": 100,
         "sticky": None,
         "scan_depth": None,
@@ -349,7 +367,7 @@ def test_eldoria_minimal_gets_defaults_filled():
     assert all(entry["extra"] == {} for entry in book["entries"])
     exported = worldbooks.export_world_info(book)
     assert exported["entries"]["0"]["selectiveLogic"] == 0
-    assert exported["entries"]["0"]["useProbability"] is True
+    assert exported["entries"]["0"]["useProbability"] is False
     assert worldbooks.parse_world_info(exported, name="Eldoria") == book
 
 

@@ -23,7 +23,8 @@ def test_minimal_world_info_takes_sillytavern_defaults(owner, fixture_file):
     ).obj
     entry = book.entries.order_by("uid").first()
     assert book.name == "eldoria"
-    assert (entry.probability, entry.use_probability, entry.depth, entry.role) == (100, True, 4, 0)
+    # No `useProbability` in the file: SillyTavern never rolls for such an entry.
+    assert (entry.probability, entry.use_probability, entry.depth, entry.role) == (100, False, 4, 0)
     assert entry.match_whole_words is None and entry.sticky is None
 
 
