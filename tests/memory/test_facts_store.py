@@ -13,6 +13,7 @@ from memory.services.person import MemoryRefused
 from orbchat.connections import embedding
 from orbchat.interop.cards import parse_card_json
 from orbchat.library import services as library_services
+from rooms import members
 from rooms import services as room_services
 from tests.factories import join, make_user
 from tests.library.cards import v2_card
@@ -237,6 +238,19 @@ def test_the_next_memory_run_indexes_a_fact_whose_indexing_failed(storied):
     passes.catch_up(storied.pk)
     assert in_index(storied, fact)
     assert Fact.objects.get(pk=fact.pk).indexed_hash == index.text_hash(fact.text)
+
+
+def test_a_new_host_gets_the_facts_in_their_own_index(storied, host):
+    fact = create(storied).fact
+    heir = make_user(actor=host, username="heir")
+    join(storied, heir)
+    members.host_offer(room=storied, user_id=heir.pk)
+    members.host_accept(room=storied, user=heir)
+    storied.refresh_from_db()
+    assert Fact.objects.get(pk=fact.pk).indexed_hash == ""  # the old host's copy is to go
+    passes.catch_up(storied.pk)
+    assert selectors.reading_generation(heir) is not None
+    assert in_index(storied, fact) and found(storied, "the lighthouse lamp and the ferry") == [fact.pk]
 
 
 # Heat ------------------------------------------------------------------------------------------
