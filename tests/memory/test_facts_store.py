@@ -9,8 +9,10 @@ from memory import index, selectors
 from memory.models import SHARED, Fact, seat_scope
 from memory.services import catch_up as passes
 from memory.services import facts as fact_services
+from memory.services import indexing
 from memory.services.person import MemoryRefused
 from orbchat.connections import embedding
+from orbchat.connections import services as connection_services
 from orbchat.interop.cards import parse_card_json
 from orbchat.library import services as library_services
 from rooms import members
@@ -251,6 +253,22 @@ def test_a_new_host_gets_the_facts_in_their_own_index(storied, host):
     passes.catch_up(storied.pk)
     assert selectors.reading_generation(heir) is not None
     assert in_index(storied, fact) and found(storied, "the lighthouse lamp and the ferry") == [fact.pk]
+
+
+def test_a_new_embedding_model_reindexes_the_active_facts(storied, host, fake_llm):
+    kept = create(storied).fact
+    gone = create(storied, text="Old Harrow keeps the tide ledger.").fact
+    fact_services.fact_forget(fact=gone, actor=host)
+    remote = connection_services.connection_create(
+        owner=host, name="Fake embedder", provider="local", model="fake-embed", api_base=fake_llm.base_url
+    )
+    connection_services.model_roles_update(
+        user=host, chat=None, utility=None, embedding=remote, rerank_kind="builtin"
+    )
+    building, _ = indexing.generations_ensure(host)
+    assert indexing.reindex(building.pk)
+    ids = [index.fact_id(kept.pk), index.fact_id(gone.pk)]
+    assert index.stored_ids(building, "facts", ids) == {index.fact_id(kept.pk)}
 
 
 # Heat ------------------------------------------------------------------------------------------
