@@ -1,5 +1,6 @@
-"""The vector index: summaries in `memories`, transcript chunks in `scenes` and the passages of
-single messages (runs of sentences) in `turns` (what quotes are found by), on the Chroma server.
+"""The vector index: summaries in `memories`, transcript chunks in `scenes`, the passages of
+single messages (runs of sentences) in `turns` (what quotes are found by) and active facts in
+`facts`, on the Chroma server.
 
 Each host's vectors live in one *generation* (`VectorIndex`) per embedding model; ids are
 deterministic, so indexing again replaces and never duplicates. Every vector carries room, host,
@@ -16,7 +17,7 @@ import hashlib
 
 from memory import vectorstore
 from memory.drafts import Line
-from memory.models import Scene, Summary, VectorIndex
+from memory.models import Fact, Scene, Summary, VectorIndex
 
 BATCH = 64
 PASSAGES_PER_MESSAGE = 4  # a query for n messages asks for this many passages each
@@ -42,6 +43,14 @@ def scene_id(room_id: int, block: int) -> str:
 
 def turn_id(room_id: int, seq: int, passage: int) -> str:
     return f"t:{room_id}:{seq}:{passage}"
+
+
+def fact_id(fact_pk: int) -> str:
+    return f"f:{fact_pk}"
+
+
+def fact_pk(vector_id: str) -> int:
+    return int(vector_id.split(":", 1)[1])
 
 
 def _stamp(value) -> int:
@@ -71,6 +80,48 @@ def upsert_memories(generation: VectorIndex, summaries: list[Summary], vectors: 
         metadatas=[memory_metadata(s, host_id) for s in summaries],
         documents=[s.text for s in summaries],
     )
+
+
+def fact_metadata(fact: Fact, host_id: int) -> dict:
+    meta = {
+        "room": fact.room_id,
+        "host": host_id,
+        "scope": fact.scope,
+        "status": fact.status,
+        "category": fact.category,
+    }
+    if fact.first_seq is not None:  # a fact tied to no messages carries no range
+        meta.update(seq_from=fact.first_seq, seq_to=fact.last_seq)
+    return meta
+
+
+def upsert_facts(generation: VectorIndex, facts: list[Fact], vectors: list[list[float]]) -> None:
+    if not facts:
+        return
+    host_id = generation.user_id
+    _collection(generation, "facts").upsert(
+        ids=[fact_id(f.pk) for f in facts],
+        embeddings=vectors,
+        metadatas=[fact_metadata(f, host_id) for f in facts],
+        documents=[f.text for f in facts],
+    )
+
+
+def delete_facts(generations: list[VectorIndex], ids: list[str]) -> None:
+    if ids:
+        for generation in generations:
+            _collection(generation, "facts").delete(ids=ids)
+
+
+def query_facts(
+    generation: VectorIndex, vector: list[float], *, room_id: int, scopes: list[str], n: int
+) -> list[tuple[int, float]]:
+    """Return (fact pk, cosine) of the room's active facts in `scopes` nearest to `vector`, best first."""
+    where = {"$and": [{"room": room_id}, {"scope": {"$in": list(scopes)}}, {"status": Fact.Status.ACTIVE}]}
+    got = _collection(generation, "facts").query(
+        query_embeddings=[vector], n_results=max(1, n), where=where, include=["distances"]
+    )
+    return [(fact_pk(id_), 1.0 - float(d)) for id_, d in zip(got["ids"][0], got["distances"][0], strict=True)]
 
 
 def upsert_scenes(
@@ -220,7 +271,7 @@ def delete_turns(generations: list[VectorIndex], room_id: int, numbers: list[int
 def drop_generation(generation: VectorIndex) -> None:
     """Delete a retired generation's collections from the server."""
     client = vectorstore.client()
-    for kind in ("memories", "scenes", "turns"):
+    for kind in ("memories", "scenes", "turns", "facts"):
         try:
             client.delete_collection(generation.collection(kind))
         except Exception:  # noqa: BLE001, S110 - already gone is fine

@@ -33,9 +33,11 @@ def enqueue_catch_up(room_id: int) -> None:
     transaction.on_commit(lambda: send(CATCH_UP, room_id))
 
 
-def enqueue_forget_vectors(host_id: int, memory_ids: list[str], scene_ids: list[str]) -> None:
+def enqueue_forget_vectors(
+    host_id: int, memory_ids: list[str], scene_ids: list[str], fact_ids: list[str] | None = None
+) -> None:
     """Ask the worker to delete these vectors from the host's index, once the transaction commits."""
-    transaction.on_commit(lambda: send(FORGET_VECTORS, host_id, memory_ids, scene_ids))
+    transaction.on_commit(lambda: send(FORGET_VECTORS, host_id, memory_ids, scene_ids, list(fact_ids or ())))
 
 
 def enqueue_reindex(generation_id: int) -> None:

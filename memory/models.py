@@ -1,4 +1,5 @@
-"""Memory: tiered summaries of a room's older messages, the tuning that shapes them, index state."""
+"""Memory: tiered summaries of a room's older messages, lasting facts, the tuning that shapes them,
+index state."""
 
 from __future__ import annotations
 
@@ -196,6 +197,103 @@ class Scene(models.Model):
         return f"room {self.room_id} scene {self.block}"
 
 
+MAX_FACT_TEXT = 300  # characters of one fact
+
+
+class Fact(models.Model):
+    """One lasting fact of a room (a promise, a relationship, a goal…), kept apart from the
+    summaries and corrected rather than duplicated: a correction is a new fact, and the old one
+    stays, superseded, pointing at it.
+
+    Scopes and presence are those of summaries: "shared", or "seat-<id>" (one character's own
+    under personal memory). A fact a person wrote or edited ("Yours") is never changed by the
+    memory cycle.
+    """
+
+    class Category(models.TextChoices):
+        PROMISE = "promise", "Promise"
+        RELATIONSHIP = "relationship", "Relationship"
+        DISCOVERY = "discovery", "Discovery"
+        GOAL = "goal", "Goal"
+        CONDITION = "condition", "Condition"
+        PREFERENCE = "preference", "Preference"
+        TRAIT = "trait", "Trait"
+        EVENT = "event", "Event"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        SUPERSEDED = "superseded", "Corrected"
+        FORGOTTEN = "forgotten", "Forgotten"
+
+    class Source(models.TextChoices):
+        MODEL = "model", "Utility model"
+        EXTRACTOR = "extractor", "Built-in extractor"
+        PERSON = "person", "Yours"
+
+    room = models.ForeignKey("rooms.Room", on_delete=models.CASCADE, related_name="facts")
+    scope = models.CharField(max_length=24, default=SHARED)
+    text = models.CharField(max_length=MAX_FACT_TEXT)
+    category = models.CharField(max_length=16, choices=Category.choices)
+    subjects = models.JSONField(default=list, blank=True, help_text="The named people and things.")
+    confidence = models.FloatField(default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    # The messages it came from; a person's own fact may be tied to none (both None).
+    first_seq = models.PositiveIntegerField(null=True, blank=True)
+    last_seq = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.ACTIVE)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    source = models.CharField(max_length=10, choices=Source.choices)
+    pinned = models.BooleanField(default=False)
+    heat = models.FloatField(default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    access_count = models.PositiveIntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    # `write_key` hashes the text as its writer first gave it (casefolded, spaces collapsed) and
+    # never changes: the memory cycle re-running a stretch finds the fact even after a person
+    # rewrote it, and writes nothing. `text_hash` is of the current text, `indexed_hash` of the
+    # text as last embedded ("" = not in the vector index).
+    write_key = models.CharField(max_length=64)
+    text_hash = models.CharField(max_length=64)
+    indexed_hash = models.CharField(max_length=64, blank=True)
+    # The person who last changed it (wrote, edited, pinned, forgot, restored); None: the memory cycle.
+    changed_by = models.ForeignKey(
+        conf.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["room", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["room", "scope", "write_key", "first_seq", "last_seq"], name="memory_fact_once"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(confidence__gte=0.0, confidence__lte=1.0), name="memory_fact_confidence"
+            ),
+            models.CheckConstraint(condition=models.Q(heat__gte=0.0, heat__lte=1.0), name="memory_fact_heat"),
+            models.CheckConstraint(
+                condition=models.Q(first_seq__isnull=True, last_seq__isnull=True)
+                | models.Q(
+                    first_seq__isnull=False, last_seq__isnull=False, first_seq__lte=models.F("last_seq")
+                ),
+                name="memory_fact_range",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["room", "status"]),
+            models.Index(fields=["room", "category"]),
+            models.Index(fields=["room", "scope", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def yours(self) -> bool:
+        return self.source == self.Source.PERSON
+
+
 class RoomMemory(models.Model):
     """Per-room memory state: the last problem, and a backfill's progress."""
 
@@ -250,7 +348,7 @@ class VectorIndex(models.Model):
         return f"{self.user} · {self.model_key} ({self.state})"
 
     def collection(self, kind: str) -> str:
-        """Return the Chroma collection name for `kind` ("memories", "scenes" or "turns")."""
+        """Return the Chroma collection name for `kind` ("memories", "scenes", "turns" or "facts")."""
         return f"{kind}-i{self.pk}"
 
 

@@ -9,10 +9,21 @@ from django.utils import timezone
 
 from memory import blocks, index, tiermap
 from memory.drafts import Line
-from memory.models import MemoryTuning, RecallLog, RoomMemory, Scene, Summary, VectorIndex
+from memory.models import (
+    SHARED,
+    Fact,
+    MemoryTuning,
+    RecallLog,
+    RoomMemory,
+    Scene,
+    Summary,
+    VectorIndex,
+    seat_scope,
+)
 from orbchat.connections import embedder, embedding
 from orbchat.connections.selectors import model_roles_get
-from rooms.models import Message, Room, Variant
+from rooms import permissions
+from rooms.models import Message, Presence, Room, Seat, Variant
 from rooms.options import room_options
 
 
@@ -378,3 +389,113 @@ def tier_map(room, *, detail: bool):
         live_start=detail.get("live_start"),
         added_tier=Summary.ADDED,
     )
+
+
+# Facts -------------------------------------------------------------------------------------------
+
+
+def _witnessed_q(room: Room, seat: Seat) -> Q:
+    """Facts inside the stretches `seat` was present for (any part of a block counts), or tied
+    to no messages: the presence rule of personal memory, as a filter."""
+    t = block_tuning(tuning_get())
+    intervals = list(Presence.objects.filter(seat=seat).values_list("joined_seq", "left_seq"))
+    seen = sorted(blocks.witnessed_blocks(intervals, tier=0, t=t, upto=room.next_seq))
+    match = Q(first_seq__isnull=True)
+    run_start = None
+    for position, block in enumerate(seen):
+        if run_start is None:
+            run_start = block
+        if position + 1 == len(seen) or seen[position + 1] != block + 1:
+            start = blocks.block_range(0, run_start, t)[0]
+            end = blocks.block_range(0, block, t)[1]
+            match |= Q(first_seq__gte=start, last_seq__lt=end)
+            run_start = None
+    return match
+
+
+def facts_for(
+    room: Room,
+    viewer,
+    *,
+    category: str | None = None,
+    status: str | None = Fact.Status.ACTIVE,
+    heat_min: float | None = None,
+    heat_max: float | None = None,
+):
+    """The room's facts `viewer` may read, pinned first, then hottest, then newest.
+
+    `viewer` is a person or a seat. The host reads every scope; a member (who speaks for no seat)
+    reads the shared set only; anyone else nothing. A seat (a character about to speak) reads the
+    shared set, and under personal memory also its own, of only the stretches it was present for.
+    `status` None: every status.
+    """
+    rows = Fact.objects.filter(room=room)
+    if isinstance(viewer, Seat):
+        if viewer.room_id != room.pk:
+            return rows.none()
+        if personal_memory_on(room):
+            rows = rows.filter(_witnessed_q(room, viewer), scope__in=[SHARED, seat_scope(viewer.pk)])
+        else:
+            rows = rows.filter(scope=SHARED)
+    else:
+        who = permissions.standing(viewer, room)
+        if who is None:
+            return rows.none()
+        if who != permissions.HOST:
+            rows = rows.filter(scope=SHARED)
+    if category is not None:
+        rows = rows.filter(category=category)
+    if status is not None:
+        rows = rows.filter(status=status)
+    if heat_min is not None:
+        rows = rows.filter(heat__gte=heat_min)
+    if heat_max is not None:
+        rows = rows.filter(heat__lte=heat_max)
+    return rows.order_by("-pinned", "-heat", "-pk")
+
+
+def fact_history(fact: Fact) -> list[Fact]:
+    """Every version of a fact, oldest first: the facts linked to it by corrections, either way."""
+    known: dict[int, Fact] = {fact.pk: fact}
+    frontier = {fact.pk}
+    while frontier:
+        found = Fact.objects.filter(Q(superseded_by__in=frontier) | Q(supersedes__in=frontier)).exclude(
+            pk__in=list(known)
+        )
+        frontier = set()
+        for row in found.distinct():
+            known[row.pk] = row
+            frontier.add(row.pk)
+    return [known[pk] for pk in sorted(known)]
+
+
+def facts_query(room: Room, scopes: list[str], vector: list[float], k: int) -> list[tuple[Fact, float]]:
+    """The room's active facts in `scopes` nearest to `vector` by meaning, best first, each with
+    its cosine similarity: recall's candidates. The scope filter applies inside the query, and each
+    is checked against its row (still active, still in scope)."""
+    generation = reading_generation(room.host)
+    if generation is None or not scopes:
+        return []
+    try:
+        found = index.query_facts(generation, vector, room_id=room.pk, scopes=scopes, n=k)
+    except Exception as exc:  # noqa: BLE001 - the vector store is unreachable
+        raise SearchUnavailable(
+            f"The memory index could not be searched: {exc or type(exc).__name__}"
+        ) from exc
+    rows = Fact.objects.filter(
+        room=room, scope__in=scopes, status=Fact.Status.ACTIVE, pk__in=[pk for pk, _ in found]
+    ).in_bulk()
+    return [(rows[pk], score) for pk, score in found if pk in rows]
+
+
+def fact_stats(room: Room) -> dict:
+    """Counts of a room's facts: in all, by status, by category (every status), pinned."""
+    rows = Fact.objects.filter(room=room)
+    by_status = dict(rows.values_list("status").annotate(n=Count("pk")).order_by("status"))
+    by_category = dict(rows.values_list("category").annotate(n=Count("pk")).order_by("category"))
+    return {
+        "total": sum(by_status.values()),
+        "by_status": {value: by_status.get(value, 0) for value in Fact.Status.values},
+        "by_category": {value: by_category.get(value, 0) for value in Fact.Category.values},
+        "pinned": rows.filter(pinned=True).count(),
+    }

@@ -134,9 +134,11 @@ def catch_up(self, room_id: int) -> None:
 
 
 @shared_task(name=jobs.FORGET_VECTORS, acks_late=True, queue=jobs.QUEUE)
-def forget_vectors(host_id: int, memory_ids: list[str], scene_ids: list[str]) -> None:
-    """Delete vectors of summaries and scenes that no longer exist."""
-    indexing.vectors_forget(host_id=host_id, memory_ids=memory_ids, scene_ids=scene_ids)
+def forget_vectors(
+    host_id: int, memory_ids: list[str], scene_ids: list[str], fact_ids: list[str] | None = None
+) -> None:
+    """Delete vectors of summaries, scenes and facts that no longer exist (or left the index)."""
+    indexing.vectors_forget(host_id=host_id, memory_ids=memory_ids, scene_ids=scene_ids, fact_ids=fact_ids)
 
 
 class _UserPusher:

@@ -146,7 +146,7 @@ def catch_up(
     report.summarise_s = time.perf_counter() - clock
     beat = (lambda: progress(done, total)) if progress else None
     indexed = index_room(room, fresh_start=plans[0][2].fresh_start, t=t, beat=beat)
-    report.indexed = indexed.memories + indexed.scenes
+    report.indexed = indexed.memories + indexed.scenes + indexed.facts
     report.scenes_indexed = indexed.scenes
     report.index_memories_s = indexed.memories_s
     report.index_scenes_s = indexed.scenes_s

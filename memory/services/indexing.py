@@ -1,7 +1,7 @@
 """Writes of the vector index: the generations, embedding what changed, re-indexing for a new model.
 
-Embedding and Chroma calls happen outside database transactions; a summary's `indexed_hash` is
-written only when its text is still the one that was embedded.
+Embedding and Chroma calls happen outside database transactions; a summary's (or a fact's)
+`indexed_hash` is written only when its text is still the one that was embedded.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from memory import blocks, index, jobs
 from memory.drafts import Line
-from memory.models import Scene, Summary, VectorIndex
+from memory.models import Fact, Scene, Summary, VectorIndex
 from memory.recall import quotes as quoting
 from memory.selectors import live_generations, message_lines
 from orbchat.accounts.models import User
@@ -44,13 +44,16 @@ def generations_ensure(user) -> list[VectorIndex]:
     return live
 
 
-def vectors_forget(*, host_id: int, memory_ids: list[str], scene_ids: list[str]) -> None:
-    """Delete vectors of summaries and scenes that no longer exist from the host's index."""
+def vectors_forget(
+    *, host_id: int, memory_ids: list[str], scene_ids: list[str], fact_ids: list[str] | None = None
+) -> None:
+    """Delete vectors of summaries, scenes and facts that no longer exist from the host's index."""
     user = User.objects.filter(pk=host_id).first()
     if user is not None:
         generations = live_generations(user)
         index.delete_memories(generations, memory_ids)
         index.delete_scenes(generations, scene_ids)
+        index.delete_facts(generations, list(fact_ids or ()))
 
 
 @dataclass
@@ -59,6 +62,7 @@ class Indexed:
 
     memories: int = 0
     scenes: int = 0
+    facts: int = 0
     memories_s: float = 0.0
     scenes_s: float = 0.0
 
@@ -98,6 +102,7 @@ def index_room(
     clock = time.perf_counter()
     done.scenes = index_scenes(room, fresh_start=fresh_start, t=t, generations=generations, beat=beat)
     done.scenes_s = time.perf_counter() - clock
+    done.facts = index_facts(room, generations=generations)
     return done
 
 
@@ -110,6 +115,42 @@ def upsert_memories_into(generation, batch: list[Summary], *, required: bool) ->
             raise
         return  # an older index whose model is gone: it retires once the new one is built
     index.upsert_memories(generation, batch, vectors)
+
+
+def upsert_facts_into(generation, batch: list[Fact], *, required: bool) -> None:
+    """Embed and store facts in one generation, with that generation's own model."""
+    try:
+        vectors = embedding.embed_with(generation.model_key, [f.text for f in batch])
+    except embedding.EmbedderFailed:
+        if required:
+            raise
+        return  # an older index whose model is gone: it retires once the new one is built
+    index.upsert_facts(generation, batch, vectors)
+
+
+def facts_indexed(facts: list[Fact]) -> None:
+    """Record that these facts' texts are in the index (unless their text or status moved on)."""
+    for fact in facts:
+        digest = index.text_hash(fact.text)
+        Fact.objects.filter(pk=fact.pk, text=fact.text, status=Fact.Status.ACTIVE).update(
+            text_hash=digest, indexed_hash=digest
+        )
+
+
+def index_facts(room: Room, *, generations: list[VectorIndex]) -> int:
+    """Embed the room's active facts whose text is not indexed yet (a write whose embedding
+    failed, a new host); return how many."""
+    changed = list(
+        Fact.objects.filter(room=room, status=Fact.Status.ACTIVE)
+        .filter(Q(indexed_hash="") | ~Q(indexed_hash=F("text_hash")))
+        .values_list("pk", flat=True)
+    )
+    for start in range(0, len(changed), index.BATCH):
+        batch = list(Fact.objects.filter(pk__in=changed[start : start + index.BATCH]))
+        for position, generation in enumerate(generations):
+            upsert_facts_into(generation, batch, required=position == 0)
+        facts_indexed(batch)
+    return len(changed)
 
 
 def turn_passages(
@@ -200,7 +241,8 @@ def index_scenes(
 
 
 def reindex(generation_id: int, *, progress: Callable[[int, int], None] | None = None) -> bool:
-    """Fill a building generation with every summary and scene of its host, then switch to it.
+    """Fill a building generation with every summary, scene and active fact of its host, then
+    switch to it.
 
     Resumable: what the new collections already hold is skipped. Return True when it switched.
     """
@@ -212,7 +254,8 @@ def reindex(generation_id: int, *, progress: Callable[[int, int], None] | None =
     user = generation.user
     summaries = list(Summary.objects.filter(room__host=user).order_by("pk"))
     scenes = list(Scene.objects.filter(room__host=user).select_related("room").order_by("pk"))
-    total = len(summaries) + len(scenes)
+    facts = list(Fact.objects.filter(room__host=user, status=Fact.Status.ACTIVE).order_by("pk"))
+    total = len(summaries) + len(scenes) + len(facts)
     VectorIndex.objects.filter(pk=generation.pk).update(total=total)
     done = 0
     for start in range(0, len(summaries), index.BATCH):
@@ -244,6 +287,18 @@ def reindex(generation_id: int, *, progress: Callable[[int, int], None] | None =
             turns, passages = index.unseen_turns(generation, *turn_passages(groups))
             index.upsert_turns(
                 generation, turns, passages, embedding.embed_with(generation.model_key, passages)
+            )
+        done += len(batch)
+        VectorIndex.objects.filter(pk=generation.pk).update(done=done)
+        if progress:
+            progress(done, total)
+    for start in range(0, len(facts), index.BATCH):
+        batch = facts[start : start + index.BATCH]
+        have = index.stored_ids(generation, "facts", [index.fact_id(f.pk) for f in batch])
+        todo = [f for f in batch if index.fact_id(f.pk) not in have]
+        if todo:
+            index.upsert_facts(
+                generation, todo, embedding.embed_with(generation.model_key, [f.text for f in todo])
             )
         done += len(batch)
         VectorIndex.objects.filter(pk=generation.pk).update(done=done)

@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from memory import blocks, chatstats, extractive, index, jobs, summarize
 from memory.drafts import Draft, render
-from memory.models import RoomMemory, Scene, Summary, SummaryKeyword
+from memory.models import Fact, RoomMemory, Scene, Summary, SummaryKeyword
 from memory.selectors import (
     block_tuning,
     live_generations,
@@ -267,11 +267,13 @@ def room_rehosted(*, room_id: int, old_host_id: int) -> None:
     """The room has a new host: move its memory into the new host's index.
 
     Vectors live in their host's collections, embedded with that host's model: the old host's
-    copies go, and the worker embeds the room's memories and scenes again for the new host
+    copies go, and the worker embeds the room's memories, scenes and facts again for the new host
     (with the new host's model). Call inside the transaction that changed the host.
     """
     memory_ids, scene_ids = room_vector_ids(room_id)
+    fact_ids = [index.fact_id(pk) for pk in Fact.objects.filter(room_id=room_id).values_list("pk", flat=True)]
     Summary.objects.filter(room_id=room_id).update(indexed_hash="")
     Scene.objects.filter(room_id=room_id).update(indexed_hash="")
-    jobs.enqueue_forget_vectors(old_host_id, memory_ids, scene_ids)
+    Fact.objects.filter(room_id=room_id).update(indexed_hash="")
+    jobs.enqueue_forget_vectors(old_host_id, memory_ids, scene_ids, fact_ids)
     jobs.enqueue_catch_up(room_id)
