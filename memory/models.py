@@ -315,6 +315,12 @@ class RoomMemory(models.Model):
     # [scope, tier, block] of summaries a person forgot: never written again automatically
     # (the stretch stays uncovered until "Rebuild").
     forgotten = models.JSONField(default=list, blank=True)
+    # The room's one current scene note ({"where", "who", "when", "open_threads"}; {} = none yet),
+    # who wrote it last ("reader", "model" or "person") and the last message it has read.
+    scene_note = models.JSONField(default=dict, blank=True)
+    scene_note_source = models.CharField(max_length=8, blank=True)
+    scene_note_seq = models.IntegerField(default=-1)
+    scene_note_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from memory import blocks, index, tiermap
 from memory.drafts import Line
+from memory.facts import SceneNote, render_scene_note
 from memory.models import (
     SHARED,
     Fact,
@@ -499,3 +500,24 @@ def fact_stats(room: Room) -> dict:
         "by_category": {value: by_category.get(value, 0) for value in Fact.Category.values},
         "pinned": rows.filter(pinned=True).count(),
     }
+
+
+def scene_note_get(room: Room) -> tuple[SceneNote, str] | None:
+    """The room's current scene note and who wrote it last ("reader", "model", "person"); None if none."""
+    row = RoomMemory.objects.filter(room=room).values_list("scene_note", "scene_note_source").first()
+    if not row or not row[0]:
+        return None
+    data = row[0]
+    note = SceneNote(
+        where=data.get("where", ""),
+        who=tuple(data.get("who", ())),
+        when=data.get("when", ""),
+        open_threads=tuple(data.get("open_threads", ())),
+    )
+    return note, row[1]
+
+
+def scene_note_text(room: Room) -> str:
+    """The scene note as prompt text ("" when there is none, or it says nothing)."""
+    found = scene_note_get(room)
+    return render_scene_note(found[0]) if found else ""
