@@ -79,6 +79,12 @@ class MemoryTuning(models.Model):
         validators=[MinValueValidator(0.01), MaxValueValidator(0.9)],
         help_text="Share of the context all memory text may take.",
     )
+    prompt_block = models.TextField(
+        "Block summaries prompt", blank=True, default="", help_text="Blank: the built-in prompt."
+    )
+    prompt_rollup = models.TextField(
+        "Roll-ups prompt", blank=True, default="", help_text="Blank: the built-in prompt."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
