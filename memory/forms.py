@@ -14,7 +14,7 @@ class MemoryTuningForm(forms.ModelForm):
         model = MemoryTuning
         exclude: list[str] = []
         widgets = {
-            spec.field: forms.Textarea(attrs={"rows": 16, "spellcheck": "false", "class": "prompt"})
+            spec.field: forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "prompt"})
             for spec in prompts.KINDS.values()
         }
 
