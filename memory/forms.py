@@ -8,25 +8,25 @@ from memory.selectors import FILTERS
 
 
 class MemoryTuningForm(forms.ModelForm):
-    """All of Memory tuning; the prompts show their built-in text while they are blank."""
+    """All of Memory tuning, with a box per prompt kind showing the built-in text until it is changed."""
 
     class Meta:
         model = MemoryTuning
-        exclude: list[str] = []
-        widgets = {
-            spec.field: forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "prompt"})
-            for spec in prompts.KINDS.values()
-        }
+        exclude: list[str] = ["custom_prompts"]  # kept by save(), one box per prompt kind
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        for spec in prompts.KINDS.values():
-            if not getattr(self.instance, spec.field):
-                self.initial[spec.field] = spec.builtin
+        for kind, spec in prompts.KINDS.items():
+            own = prompts.custom(self.instance.custom_prompts, kind)
+            self.fields[f"prompt_{kind}"] = forms.CharField(
+                label=spec.label,
+                required=False,
+                initial=own or spec.builtin,
+                widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "prompt"}),
+            )
 
     def settings_fields(self) -> list[forms.BoundField]:
-        prompt_fields = {spec.field for spec in prompts.KINDS.values()}
-        return [field for field in self if field.name not in prompt_fields]
+        return [field for field in self if not field.name.startswith("prompt_")]
 
     def prompt_fields(self) -> list[dict]:
         """Each prompt's field with its kind, whether it is the host's own, and its placeholders."""
@@ -34,8 +34,8 @@ class MemoryTuningForm(forms.ModelForm):
             {
                 "kind": kind,
                 "spec": spec,
-                "field": self[spec.field],
-                "custom": bool(getattr(self.instance, spec.field)),
+                "field": self[f"prompt_{kind}"],
+                "custom": bool(prompts.custom(self.instance.custom_prompts, kind)),
                 "material": f"{{{{{spec.material}}}}}",
                 "placeholders": [(f"{{{{{name}}}}}", help) for name, help in spec.placeholders.items()],
             }
@@ -45,21 +45,24 @@ class MemoryTuningForm(forms.ModelForm):
     def clean(self) -> dict:
         cleaned = super().clean()
         for kind, spec in prompts.KINDS.items():
-            if spec.field in cleaned:
-                self._clean_prompt(kind, spec)
-        return self.cleaned_data
+            name = f"prompt_{kind}"
+            # Line endings as browsers send them; the built-in text as shown, or nothing, is the built-in.
+            text = cleaned.get(name, "").replace("\r\n", "\n")
+            if not text.strip() or text.strip() == spec.builtin.strip():
+                cleaned[name] = ""
+            elif problems := prompts.validate(kind, text):
+                self.add_error(name, problems)
+            else:
+                cleaned[name] = text
+        return cleaned
 
-    def _clean_prompt(self, kind: str, spec: prompts.Kind) -> None:
-        # The built-in text as it was shown, or nothing at all, is stored as blank: the built-in.
-        text = self.cleaned_data[spec.field].replace("\r\n", "\n")
-        if not text.strip() or text.strip() == spec.builtin.strip():
-            self.cleaned_data[spec.field] = ""
-            return
-        problems = prompts.validate(kind, text)
-        if problems:
-            self.add_error(spec.field, problems)
-        else:
-            self.cleaned_data[spec.field] = text
+    def save(self, commit: bool = True) -> MemoryTuning:
+        self.instance.custom_prompts = {
+            kind: self.cleaned_data[f"prompt_{kind}"]
+            for kind in prompts.KINDS
+            if self.cleaned_data[f"prompt_{kind}"]
+        }
+        return super().save(commit=commit)
 
 
 class RememberForm(forms.Form):

@@ -79,11 +79,11 @@ class MemoryTuning(models.Model):
         validators=[MinValueValidator(0.01), MaxValueValidator(0.9)],
         help_text="Share of the context all memory text may take.",
     )
-    prompt_block = models.TextField(
-        "Block summaries prompt", blank=True, default="", help_text="Blank: the built-in prompt."
-    )
-    prompt_rollup = models.TextField(
-        "Roll-ups prompt", blank=True, default="", help_text="Blank: the built-in prompt."
+    custom_prompts = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The host's own Utility prompts by kind (memory.prompts.KINDS); a kind left out uses "
+        "the built-in prompt. Edited and validated in Memory tuning.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 

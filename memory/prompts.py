@@ -5,7 +5,8 @@ A template is one text. Everything before its material placeholder ({{messages}}
 summaries, {{notes}} for roll-ups) is sent as the instructions (the system message); the
 placeholder and what follows it, as the material (the user message). Placeholders are written
 {{name}}, in any case; a value put in is never read for placeholders again, so braces inside a
-chat's messages cannot change the prompt. Adding a kind is one entry in KINDS. Pure: no Django,
+chat's messages cannot change the prompt. Adding a kind is one entry in KINDS: Memory tuning
+stores the host's own text by kind (`custom`) and shows a box for each. Pure: no Django,
 no network, no I/O.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from memory.drafts import MAX_FACTS, MAX_KEYWORDS
 
-__all__ = ["KINDS", "MAX_TEMPLATE", "Kind", "builtin", "pov_rule", "render", "validate"]
+__all__ = ["KINDS", "MAX_TEMPLATE", "Kind", "builtin", "custom", "pov_rule", "render", "validate"]
 
 MAX_TEMPLATE = 8000  # characters of one custom prompt
 
@@ -74,7 +75,6 @@ class Kind:
     """One prompt a host may rewrite: where it is stored and what it offers."""
 
     label: str
-    field: str  # the MemoryTuning field holding the custom text ("" there means the built-in)
     builtin: str
     material: str  # the placeholder that must appear once; it and what follows go as the user message
     placeholders: dict[str, str]  # name → what it puts in
@@ -83,7 +83,6 @@ class Kind:
 KINDS: dict[str, Kind] = {
     "block": Kind(
         label="Block summaries",
-        field="prompt_block",
         builtin=_BLOCK,
         material="messages",
         placeholders={
@@ -97,7 +96,6 @@ KINDS: dict[str, Kind] = {
     ),
     "rollup": Kind(
         label="Roll-ups",
-        field="prompt_rollup",
         builtin=_ROLLUP,
         material="notes",
         placeholders={
@@ -116,6 +114,12 @@ _PLACEHOLDER_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 def builtin(kind: str) -> str:
     """Return the built-in template of `kind`."""
     return KINDS[kind].builtin
+
+
+def custom(stored: object, kind: str) -> str:
+    """Return the host's own template of `kind` from the stored {kind: text}; "" for the built-in."""
+    text = stored.get(kind) if isinstance(stored, dict) else None
+    return text if isinstance(text, str) else ""
 
 
 def pov_rule(pov: str) -> str:

@@ -29,9 +29,10 @@ def tuning(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("Only the owner and admins change memory tuning.")
     reset = request.POST.get("reset")
     if reset:
-        if reset not in prompts.KINDS:
-            return HttpResponseBadRequest("There is no such prompt to reset.")
-        tuning_services.prompt_reset(kind=reset)
+        try:
+            tuning_services.prompt_reset(kind=reset)
+        except ValueError as exc:
+            return HttpResponseBadRequest(str(exc))
         messages.success(request, f"{prompts.KINDS[reset].label}: the built-in prompt is back in use.")
         return redirect(reverse("memory:tuning") + "#prompts")
     form = MemoryTuningForm(request.POST or None, instance=selectors.tuning_get())

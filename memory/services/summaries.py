@@ -15,7 +15,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.db.models import Q
 
-from memory import blocks, chatstats, extractive, index, jobs, summarize
+from memory import blocks, chatstats, extractive, index, jobs, prompts, summarize
 from memory.drafts import Draft, render
 from memory.models import Fact, RoomMemory, Scene, Summary, SummaryKeyword
 from memory.selectors import (
@@ -106,8 +106,7 @@ def write_summary(
     source = Summary.Source.UTILITY if utility is not None else Summary.Source.EXTRACTIVE
     prompt = ""
     if utility is not None:
-        tuning = tuning_get()
-        prompt = tuning.prompt_block if tier == 0 else tuning.prompt_rollup
+        prompt = prompts.custom(tuning_get().custom_prompts, "block" if tier == 0 else "rollup")
     # The host's own prompt is part of the input; the built-in one leaves earlier hashes as they were.
     custom = [prompt] if prompt else []
     input_hash = _hash([source, utility.model if utility else "", pov, payload, *custom])

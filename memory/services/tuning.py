@@ -27,9 +27,10 @@ def tuning_update(*, form) -> MemoryTuning:
 @transaction.atomic
 def prompt_reset(*, kind: str) -> MemoryTuning:
     """Put the built-in prompt of `kind` (a key of `prompts.KINDS`) back in use."""
-    field = prompts.KINDS[kind].field
+    if kind not in prompts.KINDS:
+        raise ValueError(f"There is no {kind!r} prompt.")
     tuning = tuning_get()
-    setattr(tuning, field, "")
+    tuning.custom_prompts = {name: text for name, text in tuning.custom_prompts.items() if name != kind}
     tuning.save()
     return tuning
 

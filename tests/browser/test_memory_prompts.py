@@ -31,12 +31,11 @@ def test_the_host_rewrites_a_prompt_sees_a_refusal_and_resets_it(tab, size):  # 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     tab.screenshot(path=str(SCREENSHOTS / f"memory-prompts-refused-{size}.png"))
 
-    tab.locator("#prompts").get_by_label("Block summaries").fill(
-        "Summarise for {{char}} in French.\n\n{{messages}}"
-    )
+    own_text = "Summarise for {{char}} in French.\n\n{{messages}}"
+    tab.locator("#prompts").get_by_label("Block summaries").fill(own_text)
     tab.get_by_role("button", name="Save").click()
     expect(tab.get_by_text("Memory tuning saved.")).to_be_visible()
-    assert MemoryTuning.objects.get().prompt_block == "Summarise for {{char}} in French.\n\n{{messages}}"
+    assert MemoryTuning.objects.get().custom_prompts == {"block": own_text}
     own = tab.locator("#prompt-block")
     expect(own.get_by_text("Your own")).to_be_visible()
     tab.locator("#prompts").scroll_into_view_if_needed()
@@ -44,5 +43,5 @@ def test_the_host_rewrites_a_prompt_sees_a_refusal_and_resets_it(tab, size):  # 
 
     own.get_by_role("button", name="Reset to built-in").click()
     expect(tab.get_by_text("Block summaries: the built-in prompt is back in use.")).to_be_visible()
-    assert MemoryTuning.objects.get().prompt_block == ""
+    assert MemoryTuning.objects.get().custom_prompts == {}
     expect(tab.locator("#prompt-block").get_by_text("Built-in", exact=True)).to_be_visible()

@@ -44,18 +44,15 @@ def test_the_prompts_show_the_built_in_text_and_their_placeholders(client):
 
 
 def test_the_built_in_text_saved_as_shown_stays_the_built_in(client):
-    data = {**SETTINGS, **{spec.field: spec.builtin.replace("\n", "\r\n") for spec in prompts.KINDS.values()}}
-    assert client.post(reverse("memory:tuning"), data).status_code == 302
-    tuning = MemoryTuning.objects.get()
-    assert (tuning.prompt_block, tuning.prompt_rollup) == ("", "")
+    shown = {f"prompt_{kind}": spec.builtin.replace("\n", "\r\n") for kind, spec in prompts.KINDS.items()}
+    assert client.post(reverse("memory:tuning"), {**SETTINGS, **shown}).status_code == 302
+    assert MemoryTuning.objects.get().custom_prompts == {}
 
 
 def test_a_valid_prompt_is_saved_and_shown_as_the_hosts_own(client):
     response = client.post(reverse("memory:tuning"), {**SETTINGS, "prompt_block": OWN})
     assert response.status_code == 302
-    tuning = MemoryTuning.objects.get()
-    assert tuning.prompt_block == OWN.replace("\r\n", "\n")
-    assert tuning.prompt_rollup == ""
+    assert MemoryTuning.objects.get().custom_prompts == {"block": OWN.replace("\r\n", "\n")}
     page = client.get(reverse("memory:tuning")).content.decode()
     assert "Summarise this for {{pov}} in French." in page
     assert page.count("Reset to built-in") == 1
@@ -77,17 +74,16 @@ def test_reset_puts_the_built_in_prompt_back(client):
     client.post(reverse("memory:tuning"), {**SETTINGS, **own})
     response = client.post(reverse("memory:tuning"), {**SETTINGS, "reset": "block"}, follow=True)
     assert "Block summaries: the built-in prompt is back in use." in response.content.decode()
-    tuning = MemoryTuning.objects.get()
-    assert (tuning.prompt_block, tuning.prompt_rollup) == ("", "Arc:\n{{notes}}")
+    assert MemoryTuning.objects.get().custom_prompts == {"rollup": "Arc:\n{{notes}}"}
     assert client.post(reverse("memory:tuning"), {"reset": "nonsense"}).status_code == 400
 
 
 def test_members_can_neither_save_nor_reset_prompts(host, room):
     member = make_user(actor=host, username="member")
     join(room, member)
-    MemoryTuning.objects.create(pk=1, prompt_block=OWN)
+    MemoryTuning.objects.create(pk=1, custom_prompts={"block": OWN})
     outsider = client_for(member)
     data = {**SETTINGS, "prompt_block": "{{messages}}"}
     assert outsider.post(reverse("memory:tuning"), data).status_code == 403
     assert outsider.post(reverse("memory:tuning"), {"reset": "block"}).status_code == 403
-    assert MemoryTuning.objects.get().prompt_block == OWN
+    assert MemoryTuning.objects.get().custom_prompts == {"block": OWN}

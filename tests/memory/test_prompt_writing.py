@@ -37,8 +37,10 @@ def answer() -> Reply:
 def test_the_hosts_own_prompts_are_what_the_utility_model_is_sent(room, utility, fake_llm):
     MemoryTuning.objects.create(
         pk=1,
-        prompt_block="Archive this for {{room}} in French.\n\n{{messages}}\n\nJSON, s'il vous plaît.",
-        prompt_rollup="Tell the arc of level {{tier}}.\n\n{{notes}}",
+        custom_prompts={
+            "block": "Archive this for {{room}} in French.\n\n{{messages}}\n\nJSON, s'il vous plaît.",
+            "rollup": "Tell the arc of level {{tier}}.\n\n{{notes}}",
+        },
     )
     fake_llm.script(*[answer() for _ in range(5)])
     story_room(room, 40)

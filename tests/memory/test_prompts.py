@@ -130,3 +130,16 @@ def test_validate_points_at_unbalanced_braces(template, braces, near):
 
 def test_single_braces_as_in_json_are_fine():
     assert prompts.validate("block", 'Answer {"heading": "…", "facts": ["…"]}\n{{messages}}') == []
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"), [({"block": "Mine {{messages}}"}, "Mine {{messages}}"), ({}, "")]
+)
+def test_the_stored_prompt_of_a_kind_or_the_built_in_one(stored, expected):
+    assert prompts.custom(stored, "block") == expected
+    assert prompts.custom(stored, "rollup") == ""
+
+
+@pytest.mark.parametrize("stored", [None, [], "text", {"block": 3}])
+def test_stored_prompts_that_are_not_text_by_kind_give_the_built_in_one(stored):
+    assert prompts.custom(stored, "block") == ""
