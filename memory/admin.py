@@ -7,6 +7,8 @@ from memory.models import MemoryTuning, RoomMemory, Summary, VectorIndex
 
 @admin.register(MemoryTuning)
 class MemoryTuningAdmin(admin.ModelAdmin):
+    readonly_fields = ["custom_prompts"]  # validated where they are edited: Memory tuning
+
     def has_add_permission(self, request) -> bool:
         return not MemoryTuning.objects.exists()  # one row of settings
 

@@ -79,6 +79,12 @@ class MemoryTuning(models.Model):
         validators=[MinValueValidator(0.01), MaxValueValidator(0.9)],
         help_text="Share of the context all memory text may take.",
     )
+    custom_prompts = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The host's own Utility prompts by kind (memory.prompts.KINDS); a kind left out uses "
+        "the built-in prompt. Edited and validated in Memory tuning.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

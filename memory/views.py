@@ -3,12 +3,13 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from memory import selectors, tasks, turn_memory
+from memory import prompts, selectors, tasks, turn_memory
 from memory.forms import (
     MemoryAddForm,
     MemoryTextForm,
@@ -26,6 +27,14 @@ def tuning(request: HttpRequest) -> HttpResponse:
     """Memory tuning: the owner and admins shape how memory is written and recalled."""
     if not request.user.can_manage_users:
         raise PermissionDenied("Only the owner and admins change memory tuning.")
+    reset = request.POST.get("reset")
+    if reset:
+        try:
+            tuning_services.prompt_reset(kind=reset)
+        except ValueError as exc:
+            return HttpResponseBadRequest(str(exc))
+        messages.success(request, f"{prompts.KINDS[reset].label}: the built-in prompt is back in use.")
+        return redirect(reverse("memory:tuning") + "#prompts")
     form = MemoryTuningForm(request.POST or None, instance=selectors.tuning_get())
     if request.method == "POST" and form.is_valid():
         tuning_services.tuning_update(form=form)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.db.models import Q
 
-from memory import blocks, chatstats, extractive, index, jobs, summarize
+from memory import blocks, chatstats, extractive, index, jobs, prompts, summarize
 from memory.drafts import Draft, render
 from memory.models import Fact, RoomMemory, Scene, Summary, SummaryKeyword
 from memory.selectors import (
@@ -104,7 +104,12 @@ def write_summary(
         payload = [[c.block, c.text] for c in children]
         lines = []
     source = Summary.Source.UTILITY if utility is not None else Summary.Source.EXTRACTIVE
-    input_hash = _hash([source, utility.model if utility else "", pov, payload])
+    prompt = ""
+    if utility is not None:
+        prompt = prompts.custom(tuning_get().custom_prompts, "block" if tier == 0 else "rollup")
+    # The host's own prompt is part of the input; the built-in one leaves earlier hashes as they were.
+    custom = [prompt] if prompt else []
+    input_hash = _hash([source, utility.model if utility else "", pov, payload, *custom])
 
     existing = Summary.objects.filter(room=room, scope=scope, tier=tier, block=block).first()
     if existing and (
@@ -119,11 +124,13 @@ def write_summary(
         text_format = text_format_for(utility)
         template = text_format.instruct if text_format is not None else None
         if tier == 0:
-            messages = summarize.block_messages(lines, pov=pov, room_title=room.title)
+            messages = summarize.block_messages(lines, pov=pov, room_title=room.title, template=prompt)
             answer = _utility_answer(target, messages, template=template)
             draft = summarize.parse(answer, fallback=lines)
         else:
-            messages = summarize.rollup_messages([_draft_of(c) for c in children], tier=tier, pov=pov)
+            messages = summarize.rollup_messages(
+                [_draft_of(c) for c in children], tier=tier, pov=pov, room_title=room.title, template=prompt
+            )
             answer = _utility_answer(target, messages, template=template)
             draft = summarize.parse(answer)
     elif tier == 0:

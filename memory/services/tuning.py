@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from memory import prompts
 from memory.models import MemoryTuning, Scene
 from memory.selectors import tuning_get
 
@@ -20,6 +21,17 @@ def tuning_update(*, form) -> MemoryTuning:
     tuning = form.save()
     if tuning.block_size != before:
         Scene.objects.update(indexed_hash="")
+    return tuning
+
+
+@transaction.atomic
+def prompt_reset(*, kind: str) -> MemoryTuning:
+    """Put the built-in prompt of `kind` (a key of `prompts.KINDS`) back in use."""
+    if kind not in prompts.KINDS:
+        raise ValueError(f"There is no {kind!r} prompt.")
+    tuning = tuning_get()
+    tuning.custom_prompts = {name: text for name, text in tuning.custom_prompts.items() if name != kind}
+    tuning.save()
     return tuning
 
 
