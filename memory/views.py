@@ -9,6 +9,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from memory import selectors, tasks, turn_memory
+from memory.facts import is_hot
 from memory.forms import (
     FactAddForm,
     FactFilterForm,
@@ -364,7 +365,12 @@ def _facts_context(request: HttpRequest, room, who: str, *, add_form: FactAddFor
     page = Paginator(rows, selectors.PAGE_SIZE).get_page(request.GET.get("page"))
     chains = selectors.fact_chains(page.object_list)
     items = [
-        {"f": f, "chain": chains.get(f.pk, []), "form": _edit_form(f) if host else None}
+        {
+            "f": f,
+            "hot": is_hot(f.heat),
+            "chain": chains.get(f.pk, []),
+            "form": _edit_form(f) if host else None,
+        }
         for f in page.object_list
     ]
     if host and add_form is None:
@@ -408,6 +414,7 @@ def _fact_page(
         "room": room,
         "item": {
             "f": fact,
+            "hot": is_hot(fact.heat),
             "chain": selectors.fact_chains([fact]).get(fact.pk, []),
             "form": form or (_edit_form(fact) if host else None),
         },
