@@ -1,5 +1,5 @@
-"""The host reads a chat's facts in the Memory panel, filters them, edits one (it becomes yours)
-and restores a corrected one; the scene note heads the panel. At desktop and phone width, with
+"""The host edits the scene note at the head of the Memory panel, reads the chat's facts, filters
+them, edits one (it becomes yours) and restores a corrected one. At desktop and phone width, with
 screenshots for a reviewer."""
 
 from __future__ import annotations
@@ -88,6 +88,18 @@ def test_host_filters_edits_and_restores_facts(contexts, size):  # noqa: F811
     note = page.locator(".scene-note")
     expect(note).to_contain_text("the lighthouse lamp room")
     expect(note).to_contain_text("who rang the fog bell")
+    note.get_by_text("Edit the scene note").click()
+    note.get_by_label("Where").fill("the cellar under the lighthouse " * 3)
+    page.screenshot(path=str(SCREENSHOTS / f"memory-scene-edit-{name}.png"), full_page=True)
+    note.get_by_role("button", name="Save the scene note").click()
+    expect(page.locator(".scene-note .field-errors")).to_have_text(
+        "The scene note's where is 95 characters; at most 80."
+    )
+    page.locator(".scene-note").get_by_label("Where").fill("the cellar under the lighthouse")
+    page.locator(".scene-note").get_by_role("button", name="Save the scene note").click()
+    expect(page.locator("ul.flash li")).to_contain_text("Scene note saved")
+    expect(page.locator(".scene-note")).to_contain_text("the cellar under the lighthouse")
+    page.goto(f"/chats/{room.pk}/memory/")
     page.get_by_role("link", name="Facts", exact=True).click()
     expect(page.locator(".memory-tabs a[aria-current=page]")).to_have_text("Facts")
     expect(page.locator("article.fact-card")).to_have_count(3)

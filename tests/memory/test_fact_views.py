@@ -81,7 +81,7 @@ def share_memory(room) -> None:
     room_services.room_update(room=room, settings={**room.settings, "members_see_memory": True})
 
 
-def facts_url(room, **params) -> str:
+def facts_url(room) -> str:
     return reverse("memory:facts", args=[room.pk])
 
 
