@@ -489,6 +489,9 @@ def fact_edit(request: HttpRequest, pk: int, fact_pk: int) -> HttpResponse:
                 confidence=data["confidence"],
             )
         except person.MemoryRefused as exc:
+            if exc.field not in form.fields:  # no longer editable (corrected or forgotten meanwhile)
+                messages.error(request, str(exc))
+                return _back(request, room, "memory:facts")
             _refusal_to_form(form, exc)
         else:
             messages.success(request, "The fact is now yours: the memory cycle never changes it.")

@@ -12,6 +12,7 @@ from django.urls import reverse
 from memory.models import Fact, RoomMemory, seat_scope
 from memory.services import facts as fact_services
 from memory.services import scene
+from rooms import members
 from rooms import services as room_services
 from rooms.models import Room
 from tests.factories import client_for, join, make_user
@@ -410,3 +411,22 @@ def test_the_tier_map_has_a_tick_for_each_active_shared_fact_with_pinned_ones_ma
     assert ticks[str(facts["cold"].pk)] == "fact-tick"
     assert f'href="/chats/{room.pk}/memory/facts/{facts["key"].pk}/" data-fact=' in html
     assert ">Facts</li>" in html
+
+
+def test_editing_a_corrected_fact_asks_to_restore_it_first_and_changes_nothing(host, room, facts):
+    old = facts["old"]
+    response = client_for(host).post(
+        fact_url("memory:fact_edit", room, old), {"text": "Changed.", "category": "goal"}, follow=True
+    )
+    assert flashes(response) == ["Restore this fact before editing it."]
+    old.refresh_from_db()
+    assert (old.text, old.status) == ("The Traveller promised Maren to return by dawn.", "superseded")
+
+
+def test_an_archived_chats_facts_are_read_but_not_changed(host, room, facts):
+    members.room_leave(room=room, user=host)
+    client = client_for(host)
+    assert client.get(facts_url(room)).status_code == 200
+    for path, data in every_fact_post(room, facts["key"]):
+        assert client.post(path, data).status_code == 403, path
+    assert Fact.objects.get(pk=facts["key"].pk).status == "active"
