@@ -1,9 +1,11 @@
-"""The Memory API: a room's memories read, searched and changed over HTTP, with the panel's rules.
+"""The Memory API: a room's memories and lasting facts read, searched and changed over HTTP, with
+the panel's rules.
 
 The host reads and changes a room's memories; a member reads them only when the host lets
 members read the chat's memory (403 otherwise); anyone else gets 404, as if the room did not
 exist. An archived room's memories can be read, not changed. Writes go through the same services
-as the Memory panel (`memory.services.person`).
+as the Memory panel (`memory.services.person` for memories, `memory.services.facts` for facts).
+A member reads only the shared facts, never a character's own.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from typing import Annotated, Any, Literal
 
 from django.http import Http404, HttpRequest
 from ninja import Path, Query, Router, Schema
-from ninja.errors import ValidationError
+from ninja.errors import HttpError, ValidationError
 from pydantic import AfterValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from memory import selectors
-from memory.models import MAX_MEMORY_TEXT, Summary
+from memory.facts import is_hot
+from memory.models import MAX_FACT_TEXT, MAX_MEMORY_TEXT, Fact, Summary
+from memory.services import facts as fact_services
 from memory.services import person
 from rooms import permissions
 from rooms.models import Room
@@ -380,6 +384,355 @@ def _set_pinned(request: HttpRequest, memory_id: int, *, pinned: bool) -> Summar
         raise _refused(exc) from exc
 
 
-def _written(summary: Summary, notice: str) -> Summary:
-    summary.notice = notice
-    return summary
+def _written(row: Summary | Fact, notice: str) -> Summary | Fact:
+    row.notice = notice
+    return row
+
+
+# Facts ------------------------------------------------------------------------------------------
+
+FactId = Annotated[int, Path(ge=1, le=MAX_ID, description="The fact's id.")]
+Category = Literal[tuple(Fact.Category.values)]
+Subject = Annotated[str, AfterValidator(_plain), Field(max_length=fact_services.MAX_SUBJECT)]
+FACT_STATUS = Literal["active", "superseded", "forgotten", "all"]
+HEAT = Literal["all", "hot", "cold"]
+
+
+class FactVersion(Schema):
+    """One version in a fact's correction chain."""
+
+    id: int
+    text: str
+    status: Literal["active", "superseded", "forgotten"]
+    source: Literal["model", "extractor", "person"]
+    superseded_by: int | None = Field(description="The fact that corrected this one, if any.")
+    created_at: datetime
+    updated_at: datetime
+
+    @staticmethod
+    def resolve_superseded_by(obj: Fact) -> int | None:
+        return obj.superseded_by_id
+
+
+class FactOut(FactVersion):
+    """One lasting fact of a room."""
+
+    room: int = Field(description="The chat's id.")
+    scope: str = Field(description='"shared", or "seat-<id>": one character\'s own.')
+    category: Category
+    subjects: list[str] = Field(description="The people and things it names.")
+    confidence: float = Field(description="0 to 1.")
+    first_seq: int | None = Field(
+        description="First message it came from; null for one about the whole story."
+    )
+    last_seq: int | None = Field(description="Last message it came from.")
+    yours: bool = Field(description="Written or edited by a person: the memory cycle never changes it.")
+    pinned: bool = Field(description="Never cools.")
+    heat: float = Field(description="0 (cold) to 1 (hot).")
+    hot: bool = Field(description="Competes at full strength (heat 0.5 or more).")
+    access_count: int = Field(description="How often recall used it.")
+    last_used_at: datetime | None
+
+    @staticmethod
+    def resolve_room(obj: Fact) -> int:
+        return obj.room_id
+
+    @staticmethod
+    def resolve_subjects(obj: Fact) -> list[str]:
+        return [str(s) for s in obj.subjects or []]
+
+    @staticmethod
+    def resolve_hot(obj: Fact) -> bool:
+        return is_hot(obj.heat)
+
+
+class FactDetail(FactOut):
+    history: list[FactVersion] = Field(description="Every version of its correction chain, oldest first.")
+
+
+class FactWritten(FactOut):
+    notice: str = Field(description='Why the change is not searchable yet (e.g. the embedder failed), or "".')
+
+
+class FactFound(FactOut):
+    score: float = Field(description="Cosine similarity to the query, 0 to 1.")
+
+
+class FactPage(Schema):
+    count: int = Field(description="How many facts match, over all pages.")
+    items: list[FactOut]
+
+
+class FactSearchResult(Schema):
+    count: int
+    items: list[FactFound]
+
+
+class FactStats(Schema):
+    total: int
+    by_status: dict[str, int] = Field(description="Counts by status (active, superseded, forgotten).")
+    by_category: dict[str, int] = Field(description="Counts by category, over every status.")
+    pinned: int
+
+
+class FactCreate(Schema):
+    text: Text = Field(
+        min_length=1, max_length=MAX_FACT_TEXT, description="One statement that reads on its own."
+    )
+    category: Category
+    subjects: list[Subject] = Field(
+        [], max_length=fact_services.MAX_SUBJECTS, description="Names it is about."
+    )
+    confidence: float = Field(1.0, ge=0, le=1)
+    first_seq: int | None = Field(
+        None, ge=0, le=MAX_SEQ, description="First message it came from (give both ends, or neither)."
+    )
+    last_seq: int | None = Field(None, ge=0, le=MAX_SEQ, description="Last message it came from.")
+    scope: Text = Field(
+        "shared", max_length=24, description='"shared", or "seat-<id>" of one of the chat\'s characters.'
+    )
+    pinned: bool = Field(False, description="Pin it: it never cools.")
+
+
+class FactChange(Schema):
+    """What to change (null is not a value: leave a field out instead). Any change but `pinned`
+    makes the fact yours, with confidence 1 unless given."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    text: Text = Field(None, min_length=1, max_length=MAX_FACT_TEXT)
+    category: Category = Field(None)
+    subjects: list[Subject] = Field(None, max_length=fact_services.MAX_SUBJECTS)
+    confidence: float = Field(None, ge=0, le=1)
+    pinned: bool = Field(None, description="Pin or unpin it.")
+
+
+FACT_WRITE_ERRORS = {**WRITE_ERRORS, 409: Error}
+
+
+def _fact_room(fact_id: int) -> int:
+    room_id = selectors.fact_room_id(fact_id)
+    if room_id is None:
+        raise Http404("No such fact.")
+    return room_id
+
+
+def _fact(room: Room, request: HttpRequest, fact_id: int) -> Fact:
+    fact = selectors.fact_get(room, request.auth, fact_id)
+    if fact is None:
+        raise Http404("No such fact.")
+    return fact
+
+
+def _fact_refused(exc: person.MemoryRefused) -> Exception:
+    """A refusal of a fact change: a fact that must be restored first is a 409, else as for memories."""
+    if exc.field == "status":
+        return HttpError(409, str(exc))
+    return _refused(exc)
+
+
+@router.get(
+    "/rooms/{room_id}/facts",
+    response={200: FactPage, **READ_ERRORS},
+    operation_id="fact_list",
+    summary="List a chat's facts",
+    tags=["facts"],
+)
+def fact_list(
+    request: HttpRequest,
+    room_id: RoomId,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Facts to skip.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=100, description="Facts to return.")] = 20,
+    category: Annotated[Category | None, Query(description="Only this category.")] = None,
+    status: Annotated[
+        FACT_STATUS, Query(description='Only this status ("superseded": corrected).')
+    ] = "active",
+    heat: Annotated[HEAT, Query(description="Only hot (heat 0.5 or more) or cold facts.")] = "all",
+    scope: Text = Query("", max_length=24, description='Only this scope: "shared" or "seat-<id>".'),  # noqa: B008
+    q: Text = Query("", max_length=MAX_QUERY, description="Words the text must hold (all of them)."),  # noqa: B008
+):
+    """A chat's facts, pinned first, then hottest, then newest. The host reads every scope; a
+    member (when the host lets members read the chat's memory) the shared facts only."""
+    room = _readable(request, room_id)
+    rows = selectors.fact_list(
+        room, request.auth, category=category, status=status, heat=heat, scope=scope or None, q=q
+    )
+    return {"count": rows.count(), "items": list(rows[offset : offset + limit])}
+
+
+@router.get(
+    "/rooms/{room_id}/facts/search",
+    response={200: FactSearchResult, **READ_ERRORS, 503: Error},
+    operation_id="fact_search",
+    summary="Search a chat's facts by meaning",
+    tags=["facts"],
+)
+def fact_search(
+    request: HttpRequest,
+    room_id: RoomId,
+    q: Annotated[Text, Query(min_length=1, max_length=MAX_QUERY, description="What to look for.")],
+    limit: Annotated[int, Query(ge=1, le=50, description="Facts to return at most.")] = 10,
+    min_score: Annotated[float, Query(ge=0, le=1, description="Lowest cosine similarity kept.")] = 0.0,
+):
+    """The chat's active facts nearest to `q` by meaning, best first, each with its score. 503
+    when the memory index cannot be searched right now."""
+    room = _readable(request, room_id)
+    try:
+        found = selectors.fact_search(room, request.auth, q=q, limit=limit, min_score=min_score)
+    except selectors.SearchUnavailable as exc:
+        return 503, {"detail": str(exc)}
+    for fact, score in found:
+        fact.score = score
+    return {"count": len(found), "items": [fact for fact, _ in found]}
+
+
+@router.get(
+    "/rooms/{room_id}/facts/stats",
+    response={200: FactStats, **READ_ERRORS},
+    operation_id="fact_stats",
+    summary="Count a chat's facts",
+    tags=["facts"],
+)
+def fact_stats(request: HttpRequest, room_id: RoomId):
+    """Counts of the chat's facts you may read: by status, by category, pinned."""
+    room = _readable(request, room_id)
+    return selectors.fact_stats(room, request.auth)
+
+
+@router.get(
+    "/facts/{fact_id}",
+    response={200: FactDetail, **READ_ERRORS},
+    operation_id="fact_get",
+    summary="Read one fact with its correction chain",
+    tags=["facts"],
+)
+def fact_get(request: HttpRequest, fact_id: FactId):
+    """One fact, with every version of its correction chain, for whoever may read it."""
+    room = _readable(request, _fact_room(fact_id))
+    fact = _fact(room, request, fact_id)
+    fact.history = selectors.fact_history(fact)
+    return fact
+
+
+@router.post(
+    "/rooms/{room_id}/facts",
+    response={201: FactWritten, 200: FactWritten, **WRITE_ERRORS},
+    operation_id="fact_create",
+    summary="Add a fact to a chat",
+    tags=["facts"],
+)
+def fact_create(request: HttpRequest, room_id: RoomId, payload: FactCreate):
+    """Add your own fact ("yours": the memory cycle never changes it), optionally tied to messages
+    (`first_seq`..`last_seq`, both or neither). 201; 200 with the fact already there when the same
+    text in the same scope and range is known. Host only."""
+    room = _writable(request, room_id)
+    try:
+        outcome = fact_services.fact_add_by_person(actor=request.auth, room=room, **payload.dict())
+    except person.MemoryRefused as exc:
+        raise _fact_refused(exc) from exc
+    return (201 if outcome.changed else 200), _written(outcome.fact, outcome.notice)
+
+
+@router.patch(
+    "/facts/{fact_id}",
+    response={200: FactWritten, **FACT_WRITE_ERRORS},
+    operation_id="fact_update",
+    summary="Edit or pin a fact",
+    tags=["facts"],
+)
+def fact_update(request: HttpRequest, fact_id: FactId, payload: FactChange):
+    """Change an active fact's text, category, subjects or confidence (it becomes yours), pin or
+    unpin it, or both. 409 for a corrected or forgotten fact: restore it first. Host only."""
+    changes = payload.dict(exclude_none=True)
+    pinned = changes.pop("pinned", None)
+    if not changes and pinned is None:
+        raise ValidationError(
+            [
+                {
+                    "loc": ["body", "payload"],
+                    "msg": "Give text, category, subjects, confidence or pinned.",
+                    "type": "missing",
+                }
+            ]
+        )
+    room = _writable(request, _fact_room(fact_id))
+    fact = _fact(room, request, fact_id)
+    notice = ""
+    try:
+        if changes:
+            outcome = fact_services.fact_edit_by_person(actor=request.auth, fact=fact, **changes)
+            fact, notice = outcome.fact, outcome.notice
+        if pinned is not None:
+            change = fact_services.fact_pin if pinned else fact_services.fact_unpin
+            fact = change(fact=fact, actor=request.auth).fact
+    except person.MemoryRefused as exc:
+        raise _fact_refused(exc) from exc
+    return _written(fact, notice)
+
+
+@router.delete(
+    "/facts/{fact_id}",
+    response={204: None, **WRITE_ERRORS},
+    operation_id="fact_delete",
+    summary="Forget a fact",
+    tags=["facts"],
+)
+def fact_delete(request: HttpRequest, fact_id: FactId):
+    """Forget a fact: it is no longer recalled, and stays to be restored. Host only."""
+    room = _writable(request, _fact_room(fact_id))
+    try:
+        fact_services.fact_forget(fact=_fact(room, request, fact_id), actor=request.auth)
+    except person.MemoryRefused as exc:
+        raise _fact_refused(exc) from exc
+    return 204, None
+
+
+@router.post(
+    "/facts/{fact_id}/restore",
+    response={200: FactWritten, **WRITE_ERRORS},
+    operation_id="fact_restore",
+    summary="Restore a forgotten or corrected fact",
+    tags=["facts"],
+)
+def fact_restore(request: HttpRequest, fact_id: FactId):
+    """Bring a forgotten or corrected fact back as the active version of its correction chain (the
+    chain's active fact, if any, is then corrected by it). Host only."""
+    room = _writable(request, _fact_room(fact_id))
+    try:
+        outcome = fact_services.fact_restore(actor=request.auth, fact=_fact(room, request, fact_id))
+    except person.MemoryRefused as exc:
+        raise _fact_refused(exc) from exc
+    return _written(outcome.fact, outcome.notice)
+
+
+@router.put(
+    "/facts/{fact_id}/pin",
+    response={200: FactOut, **WRITE_ERRORS},
+    operation_id="fact_pin",
+    summary="Pin a fact",
+    tags=["facts"],
+)
+def fact_pin(request: HttpRequest, fact_id: FactId):
+    """Pin a fact: it never cools. Host only."""
+    return _set_fact_pinned(request, fact_id, pinned=True)
+
+
+@router.delete(
+    "/facts/{fact_id}/pin",
+    response={200: FactOut, **WRITE_ERRORS},
+    operation_id="fact_unpin",
+    summary="Unpin a fact",
+    tags=["facts"],
+)
+def fact_unpin(request: HttpRequest, fact_id: FactId):
+    """Unpin a fact: it cools again when unused. Host only."""
+    return _set_fact_pinned(request, fact_id, pinned=False)
+
+
+def _set_fact_pinned(request: HttpRequest, fact_id: int, *, pinned: bool) -> Fact:
+    room = _writable(request, _fact_room(fact_id))
+    change = fact_services.fact_pin if pinned else fact_services.fact_unpin
+    try:
+        return change(fact=_fact(room, request, fact_id), actor=request.auth).fact
+    except person.MemoryRefused as exc:
+        raise _fact_refused(exc) from exc

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django import forms
 
 from memory import prompts
-from memory.models import MAX_MEMORY_TEXT, MemoryTuning
-from memory.selectors import FILTERS
+from memory.models import MAX_FACT_TEXT, MAX_MEMORY_TEXT, SHARED, Fact, MemoryTuning
+from memory.selectors import FACT_HEATS, FACT_STATUSES, FILTERS
 
 
 class MemoryTuningForm(forms.ModelForm):
@@ -100,3 +100,65 @@ class PanelFilterForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["show"].choices = list(FILTERS.items())
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+class FactForm(forms.Form):
+    """A person's fact. Lengths and ranges are the services' to check, so that their message shows
+    next to the field."""
+
+    text = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "maxlength": MAX_FACT_TEXT}),
+        help_text=f"One statement that reads on its own; at most {MAX_FACT_TEXT} characters.",
+    )
+    category = forms.ChoiceField(choices=Fact.Category.choices)
+    subjects = forms.CharField(
+        required=False, help_text="The people and things it names, separated by commas."
+    )
+    confidence = forms.FloatField(
+        required=False, widget=forms.NumberInput(attrs={"step": "0.05"}), help_text="From 0 to 1; empty: 1."
+    )
+
+    def clean_subjects(self) -> list[str]:
+        return _names(self.cleaned_data["subjects"])
+
+
+class FactAddForm(FactForm):
+    first_seq = forms.IntegerField(label="From message #", required=False)
+    last_seq = forms.IntegerField(label="To message #", required=False)
+    scope = forms.ChoiceField(label="Whose", choices=[(SHARED, "Shared")], initial=SHARED)
+    pinned = forms.BooleanField(label="Pin it", required=False)
+
+    def __init__(self, *args, scopes: list[tuple[str, str]] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if scopes:
+            self.fields["scope"].choices = scopes
+
+
+class FactFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200)
+    category = forms.ChoiceField(choices=[("", "Any category"), *Fact.Category.choices], required=False)
+    status = forms.ChoiceField(choices=list(FACT_STATUSES.items()), required=False)
+    heat = forms.ChoiceField(choices=list(FACT_HEATS.items()), required=False)
+    scope = forms.ChoiceField(choices=[("", "Any scope")], required=False)
+
+    def __init__(self, *args, scopes: list[tuple[str, str]] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["scope"].choices = [("", "Any scope"), *(scopes or [])]
+
+
+class SceneNoteForm(forms.Form):
+    where = forms.CharField(required=False, label="Where")
+    who = forms.CharField(required=False, label="Who is there", help_text="Names separated by commas.")
+    when = forms.CharField(required=False, label="When")
+    open_threads = forms.CharField(
+        required=False,
+        label="Open threads",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What is unfinished, one per line.",
+    )

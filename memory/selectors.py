@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from django.db.models import Count, F, Max, Q
@@ -9,7 +10,7 @@ from django.utils import timezone
 
 from memory import blocks, index, tiermap
 from memory.drafts import Line
-from memory.facts import SceneNote, render_scene_note
+from memory.facts import HOT, SceneNote, render_scene_note
 from memory.models import (
     SHARED,
     Fact,
@@ -268,13 +269,17 @@ def memory_get(room, summary_id: int) -> Summary | None:
 
 def memory_messages(room, summary: Summary, *, limit: int = 200) -> list[dict]:
     """The messages a memory covers (what the room holds of them now), oldest first."""
-    if summary.seq_from is None:
+    return _messages_between(room, summary.seq_from, summary.seq_to, limit=limit)
+
+
+def _messages_between(room, first: int | None, last: int | None, *, limit: int) -> list[dict]:
+    if first is None:
         return []
     rows = (
         Message.objects.filter(
             room=room,
-            seq__gte=summary.seq_from,
-            seq__lte=summary.seq_to,
+            seq__gte=first,
+            seq__lte=last,
             variants__index=F("active_index"),
         )
         .order_by("seq")
@@ -383,12 +388,19 @@ def tier_map(room, *, detail: bool):
         .only("pk", "scope", "tier", "block", "seq_from", "seq_to", "stale", "source", "pinned")
         .order_by("tier", "seq_from")
     ]
+    facts = [
+        tiermap.FactMark(pk=pk, first_seq=first, last_seq=last, label=text, pinned=pinned)
+        for pk, first, last, text, pinned in Fact.objects.filter(
+            room=room, scope=SHARED, status=Fact.Status.ACTIVE, first_seq__isnull=False
+        ).values_list("pk", "first_seq", "last_seq", "text", "pinned")
+    ]
     newest = Message.objects.filter(room=room).aggregate(n=Max("seq"))["n"]
     return tiermap.layout(
         marks,
         messages=0 if newest is None else newest + 1,
         live_start=detail.get("live_start"),
         added_tier=Summary.ADDED,
+        facts=facts,
     )
 
 
@@ -489,9 +501,10 @@ def facts_query(room: Room, scopes: list[str], vector: list[float], k: int) -> l
     return [(rows[pk], score) for pk, score in found if pk in rows]
 
 
-def fact_stats(room: Room) -> dict:
-    """Counts of a room's facts: in all, by status, by category (every status), pinned."""
-    rows = Fact.objects.filter(room=room)
+def fact_stats(room: Room, viewer=None) -> dict:
+    """Counts of a room's facts: in all, by status, by category (every status), pinned. With
+    `viewer`, of only the facts they may read (`facts_for`)."""
+    rows = Fact.objects.filter(room=room) if viewer is None else facts_for(room, viewer, status=None)
     by_status = dict(rows.values_list("status").annotate(n=Count("pk")).order_by("status"))
     by_category = dict(rows.values_list("category").annotate(n=Count("pk")).order_by("category"))
     return {
@@ -500,6 +513,106 @@ def fact_stats(room: Room) -> dict:
         "by_category": {value: by_category.get(value, 0) for value in Fact.Category.values},
         "pinned": rows.filter(pinned=True).count(),
     }
+
+
+# The panel's and the API's facts ------------------------------------------------------------------
+
+FACT_STATUSES = {
+    "active": "Active",
+    "superseded": "Corrected",
+    "forgotten": "Forgotten",
+    "all": "Any status",
+}
+FACT_HEATS = {"all": "Hot and cold", "hot": "Hot", "cold": "Cold"}
+
+
+def fact_list(
+    room: Room,
+    viewer,
+    *,
+    category: str | None = None,
+    status: str = "active",
+    heat: str = "all",
+    scope: str | None = None,
+    q: str = "",
+):
+    """The facts of a room `viewer` may read, filtered as the panel and the API do: by category,
+    status ("all" for every one), heat ("hot", "cold", "all"), scope and words of the text;
+    pinned first, then hottest, then newest."""
+    rows = facts_for(
+        room,
+        viewer,
+        category=category,
+        status=None if status == "all" else status,
+        heat_min=HOT if heat == "hot" else None,
+        heat_max=math.nextafter(HOT, 0.0) if heat == "cold" else None,
+    )
+    if scope:
+        rows = rows.filter(scope=scope)
+    for word in q.split()[:8]:
+        rows = rows.filter(text__icontains=word)
+    return rows.annotate(corrections=Count("supersedes"))
+
+
+def fact_room_id(fact_id: int) -> int | None:
+    """The room a fact belongs to (permissions are checked on the room), or None."""
+    return Fact.objects.filter(pk=fact_id).values_list("room_id", flat=True).first()
+
+
+def fact_get(room: Room, viewer, fact_id: int) -> Fact | None:
+    """One fact of the room, if `viewer` may read it."""
+    return facts_for(room, viewer, status=None).filter(pk=fact_id).first()
+
+
+def fact_chains(facts) -> dict[int, list[Fact]]:
+    """The correction chain (`fact_history`) of each of these facts that has one: fact pk ->
+    every version, oldest first. Facts never corrected are left out."""
+    chains: dict[int, list[Fact]] = {}
+    for fact in facts:
+        if fact.pk in chains:
+            continue
+        if fact.superseded_by_id is None and not getattr(fact, "corrections", 1):
+            continue
+        history = fact_history(fact)
+        if len(history) > 1:
+            for version in history:
+                chains[version.pk] = history
+    return {fact.pk: chains[fact.pk] for fact in facts if fact.pk in chains}
+
+
+def fact_messages(room: Room, fact: Fact, *, limit: int = 200) -> list[dict]:
+    """The messages a fact came from (what the room holds of them now), oldest first."""
+    return _messages_between(room, fact.first_seq, fact.last_seq, limit=limit)
+
+
+def fact_scopes(room: Room, viewer) -> list[str]:
+    """The scopes of the room's facts `viewer` may read: the shared set, and for the host each
+    character's own."""
+    if permissions.standing(viewer, room) != permissions.HOST:
+        return [SHARED]
+    return [SHARED, *(seat_scope(pk) for pk in room.seats.values_list("pk", flat=True))]
+
+
+def fact_scope_names(room: Room) -> list[tuple[str, str]]:
+    """Each scope a host may give a fact, with its name: the shared set, then each character's own."""
+    return [
+        (SHARED, "Shared"),
+        *((seat_scope(pk), f"{name}'s own") for pk, name in room.seats.values_list("pk", "name")),
+    ]
+
+
+def fact_search(room: Room, viewer, *, q: str, limit: int = 10, min_score: float = 0.0):
+    """The active facts of the room `viewer` may read nearest to `q` by meaning, best first,
+    each with its cosine similarity."""
+    generation = reading_generation(room.host)
+    if generation is None:
+        return []
+    try:
+        vector = embedding.embed_with(generation.model_key, [q])[0]
+    except embedding.EmbedderFailed as exc:
+        raise SearchUnavailable(f"The memory index could not be searched: {exc}") from exc
+    found = facts_query(room, fact_scopes(room, viewer), vector, limit)
+    return [(fact, score) for fact, score in found if score >= min_score]
 
 
 def scene_note_get(room: Room) -> tuple[SceneNote, str] | None:

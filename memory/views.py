@@ -10,15 +10,22 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from memory import prompts, selectors, tasks, turn_memory
+from memory.facts import is_hot
 from memory.forms import (
+    FactAddForm,
+    FactFilterForm,
+    FactForm,
     MemoryAddForm,
     MemoryTextForm,
     MemoryTuningForm,
     PanelFilterForm,
     RebuildForm,
     RememberForm,
+    SceneNoteForm,
 )
-from memory.services import person
+from memory.models import Fact
+from memory.services import facts as fact_services
+from memory.services import person, scene
 from memory.services import tuning as tuning_services
 from rooms import permissions
 
@@ -101,12 +108,12 @@ def recall_detail(request: HttpRequest, pk: int) -> JsonResponse:
 # The Memory panel ------------------------------------------------------------------------------
 
 
-def _back(request: HttpRequest, room) -> HttpResponse:
+def _back(request: HttpRequest, room, default: str = "memory:panel") -> HttpResponse:
     """Return to the page the action came from (same site only), else the panel."""
     target = request.POST.get("next", "")
     if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         return redirect(target)
-    return redirect("memory:panel", pk=room.pk)
+    return redirect(default, pk=room.pk)
 
 
 def _refused(request: HttpRequest, room, exc: person.MemoryRefused) -> HttpResponse:
@@ -142,7 +149,9 @@ def panel(request: HttpRequest, pk: int) -> HttpResponse:
         "memory_on": selectors.memory_on(room),
         "summariser": selectors.summariser_status(request.user) if host else None,
         "rewrite": selectors.builtin_rewrite(room) if host else None,
+        "tab": "summaries",
         "nav": "home",
+        **_scene_context(room, host),
     }
     return render(request, "memory/panel.html", context)
 
@@ -287,3 +296,260 @@ def rebuild(request: HttpRequest, pk: int) -> HttpResponse:
         else "Nothing to rebuild there: the model's memories are current and yours are kept.",
     )
     return _back(request, room)
+
+
+# The scene note --------------------------------------------------------------------------------
+
+
+def _scene_context(room, host: bool, form: SceneNoteForm | None = None) -> dict:
+    found = selectors.scene_note_get(room)
+    note, source = found if found else (None, "")
+    if host and form is None:
+        initial = {}
+        if note is not None:
+            initial = {
+                "where": note.where,
+                "who": ", ".join(note.who),
+                "when": note.when,
+                "open_threads": "\n".join(note.open_threads),
+            }
+        form = SceneNoteForm(initial=initial, auto_id="scene-%s")
+    return {"scene": note, "scene_source": source, "scene_form": form if host else None}
+
+
+def _refusal_to_form(form, exc: person.MemoryRefused) -> None:
+    """Show a service's refusal next to the field it names (or above the form)."""
+    form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+
+
+def scene_note(request: HttpRequest, pk: int) -> HttpResponse:
+    """The host edits the room's scene note: where, who, when, what is open."""
+    room = permissions.room_for_host(request.user, pk)
+    form = None
+    if request.method == "POST":
+        permissions.ensure_writable(room)
+        form = SceneNoteForm(request.POST, auto_id="scene-%s")
+        if form.is_valid():
+            try:
+                note = scene.clean_note(**form.cleaned_data)
+            except person.MemoryRefused as exc:
+                _refusal_to_form(form, exc)
+            else:
+                scene.scene_note_edit(room=room, note=note)
+                messages.success(request, "Scene note saved. It stands until a later message updates it.")
+                return _back(request, room)
+    context = {"room": room, "nav": "home", "scene_open": True, **_scene_context(room, True, form)}
+    return render(request, "memory/scene.html", context)
+
+
+# Facts ------------------------------------------------------------------------------------------
+
+
+def _edit_form(fact: Fact, data=None) -> FactForm:
+    initial = {
+        "text": fact.text,
+        "category": fact.category,
+        "subjects": ", ".join(fact.subjects or ()),
+        "confidence": fact.confidence,
+    }
+    return FactForm(data, initial=initial, auto_id=f"fact-{fact.pk}-%s")
+
+
+def _facts_context(request: HttpRequest, room, who: str, *, add_form: FactAddForm | None = None) -> dict:
+    host = who == permissions.HOST
+    scopes = selectors.fact_scope_names(room) if host else []
+    form = FactFilterForm(request.GET or None, scopes=scopes)
+    chosen = {"q": "", "category": "", "status": "active", "heat": "all", "scope": ""}
+    if form.is_valid():
+        chosen.update({name: value for name, value in form.cleaned_data.items() if value})
+    rows = selectors.fact_list(
+        room,
+        request.user,
+        category=chosen["category"] or None,
+        status=chosen["status"],
+        heat=chosen["heat"],
+        scope=chosen["scope"] or None,
+        q=chosen["q"],
+    )
+    page = Paginator(rows, selectors.PAGE_SIZE).get_page(request.GET.get("page"))
+    chains = selectors.fact_chains(page.object_list)
+    items = [
+        {
+            "f": f,
+            "hot": is_hot(f.heat),
+            "chain": chains.get(f.pk, []),
+            "form": _edit_form(f) if host else None,
+        }
+        for f in page.object_list
+    ]
+    if host and add_form is None:
+        add_form = FactAddForm(auto_id="fact-add-%s", scopes=scopes)
+    return {
+        "room": room,
+        "page": page,
+        "items": items,
+        "form": form,
+        "chosen": chosen,
+        "filtered": chosen != {"q": "", "category": "", "status": "active", "heat": "all", "scope": ""},
+        "can_edit": host,
+        "add_form": add_form,
+        "stats": selectors.fact_stats(room, request.user),
+        "memory_on": selectors.memory_on(room),
+        "tab": "facts",
+        "nav": "home",
+        **_scene_context(room, host),
+    }
+
+
+@require_GET
+def facts(request: HttpRequest, pk: int) -> HttpResponse:
+    """A room's lasting facts, filtered by category, status, heat and scope; the host also edits them."""
+    room, who = permissions.room_for_memory_reader(request.user, pk)
+    return render(request, "memory/facts.html", _facts_context(request, room, who))
+
+
+def _fact_or_404(room, viewer, fact_pk: int) -> Fact:
+    fact = selectors.fact_get(room, viewer, fact_pk)
+    if fact is None:
+        raise Http404("That fact does not exist.")
+    return fact
+
+
+def _fact_page(
+    request: HttpRequest, room, who: str, fact: Fact, form: FactForm | None = None
+) -> HttpResponse:
+    host = who == permissions.HOST
+    context = {
+        "room": room,
+        "item": {
+            "f": fact,
+            "hot": is_hot(fact.heat),
+            "chain": selectors.fact_chains([fact]).get(fact.pk, []),
+            "form": form or (_edit_form(fact) if host else None),
+        },
+        "can_edit": host,
+        "lines": selectors.fact_messages(room, fact),
+        "nav": "home",
+    }
+    return render(request, "memory/fact.html", context)
+
+
+@require_GET
+def fact_detail(request: HttpRequest, pk: int, fact_pk: int) -> HttpResponse:
+    """One fact with its correction chain and the messages it came from."""
+    room, who = permissions.room_for_memory_reader(request.user, pk)
+    return _fact_page(request, room, who, _fact_or_404(room, request.user, fact_pk))
+
+
+def _host_fact(request: HttpRequest, pk: int, fact_pk: int):
+    room = permissions.room_for_host(request.user, pk)
+    permissions.ensure_writable(room)
+    return room, _fact_or_404(room, request.user, fact_pk)
+
+
+@require_POST
+def fact_add(request: HttpRequest, pk: int) -> HttpResponse:
+    room = permissions.room_for_host(request.user, pk)
+    permissions.ensure_writable(room)
+    form = FactAddForm(request.POST, auto_id="fact-add-%s", scopes=selectors.fact_scope_names(room))
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            outcome = fact_services.fact_add_by_person(
+                actor=request.user,
+                room=room,
+                text=data["text"],
+                category=data["category"],
+                subjects=data["subjects"],
+                confidence=1.0 if data["confidence"] is None else data["confidence"],
+                first_seq=data["first_seq"],
+                last_seq=data["last_seq"],
+                scope=data["scope"],
+                pinned=data["pinned"],
+            )
+        except person.MemoryRefused as exc:
+            _refusal_to_form(form, exc)
+        else:
+            if outcome.changed:
+                messages.success(request, "Fact added. It is yours: the memory cycle never changes it.")
+            else:
+                messages.info(request, "That fact is already known.")
+            if outcome.notice:
+                messages.warning(request, outcome.notice)
+            return _back(request, room, "memory:facts")
+    return render(
+        request, "memory/facts.html", _facts_context(request, room, permissions.HOST, add_form=form)
+    )
+
+
+@require_POST
+def fact_edit(request: HttpRequest, pk: int, fact_pk: int) -> HttpResponse:
+    room, fact = _host_fact(request, pk, fact_pk)
+    form = _edit_form(fact, request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            outcome = fact_services.fact_edit_by_person(
+                actor=request.user,
+                fact=fact,
+                text=data["text"],
+                category=data["category"],
+                subjects=data["subjects"],
+                confidence=data["confidence"],
+            )
+        except person.MemoryRefused as exc:
+            if exc.field not in form.fields:  # no longer editable (corrected or forgotten meanwhile)
+                messages.error(request, str(exc))
+                return _back(request, room, "memory:facts")
+            _refusal_to_form(form, exc)
+        else:
+            messages.success(request, "The fact is now yours: the memory cycle never changes it.")
+            if outcome.notice:
+                messages.warning(request, outcome.notice)
+            return _back(request, room, "memory:facts")
+    return _fact_page(request, room, permissions.HOST, fact, form)
+
+
+def _fact_action(request: HttpRequest, pk: int, fact_pk: int, change, done: str) -> HttpResponse:
+    room, fact = _host_fact(request, pk, fact_pk)
+    try:
+        outcome = change(fact=fact, actor=request.user)
+    except person.MemoryRefused as exc:
+        messages.error(request, str(exc))
+        return _back(request, room, "memory:facts")
+    if outcome.changed:
+        messages.success(request, done)
+    else:
+        messages.info(request, "Nothing to change: it already was.")
+    if outcome.notice:
+        messages.warning(request, outcome.notice)
+    return _back(request, room, "memory:facts")
+
+
+@require_POST
+def fact_pin(request: HttpRequest, pk: int, fact_pk: int) -> HttpResponse:
+    if request.POST.get("pinned") == "1":
+        return _fact_action(request, pk, fact_pk, fact_services.fact_pin, "Fact pinned: it never cools.")
+    return _fact_action(request, pk, fact_pk, fact_services.fact_unpin, "Fact unpinned.")
+
+
+@require_POST
+def fact_forget(request: HttpRequest, pk: int, fact_pk: int) -> HttpResponse:
+    return _fact_action(
+        request,
+        pk,
+        fact_pk,
+        fact_services.fact_forget,
+        "Fact forgotten: it is no longer recalled. Find it under Forgotten to restore it.",
+    )
+
+
+@require_POST
+def fact_restore(request: HttpRequest, pk: int, fact_pk: int) -> HttpResponse:
+    return _fact_action(
+        request,
+        pk,
+        fact_pk,
+        fact_services.fact_restore,
+        "Fact restored: it is the active version again.",
+    )

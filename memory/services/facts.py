@@ -253,6 +253,44 @@ def fact_create(
     return FactOutcome(fact, changed=True, notice=_index_now(room, [fact]))
 
 
+def fact_add_by_person(
+    *,
+    actor,
+    room: Room,
+    text: str,
+    category: str,
+    subjects: list[str] | None = None,
+    confidence: float = 1.0,
+    first_seq: int | None = None,
+    last_seq: int | None = None,
+    scope: str = SHARED,
+    pinned: bool = False,
+) -> FactOutcome:
+    """A person adds a fact of their own ("Yours"). The same text in the same scope and range
+    again returns the fact already there; one that was corrected or forgotten is refused, naming
+    it, for it is restored rather than written twice."""
+    outcome = fact_create(
+        room=room,
+        scope=scope,
+        text=text,
+        category=category,
+        subjects=subjects,
+        confidence=confidence,
+        first_seq=first_seq,
+        last_seq=last_seq,
+        source=Fact.Source.PERSON,
+        pinned=pinned,
+        actor=actor,
+    )
+    if not outcome.changed and outcome.fact.status != Fact.Status.ACTIVE:
+        raise MemoryRefused(
+            f"This fact was written before and is {outcome.fact.get_status_display().lower()} "
+            f"(#{outcome.fact.pk}): restore it instead.",
+            field="text",
+        )
+    return outcome
+
+
 def fact_correct(
     *,
     fact: Fact,
@@ -340,7 +378,7 @@ def fact_edit_by_person(
     with transaction.atomic():
         current = _locked(fact)
         if current.status != Fact.Status.ACTIVE:
-            raise MemoryRefused("Restore this fact before editing it.", field="id")
+            raise MemoryRefused("Restore this fact before editing it.", field="status")
         for name, value in changes.items():
             setattr(current, name, value)
         current.text_hash = index.text_hash(current.text)

@@ -16,8 +16,9 @@ from django.core.wsgi import get_wsgi_application
 from django.test import Client
 from hypothesis import HealthCheck, settings
 
-from memory.models import Summary
+from memory.models import Fact, Summary
 from memory.services import catch_up as passes
+from memory.services import facts as fact_services
 from memory.services import person
 from orbchat.accounts import services as account_services
 from orbchat.api import NOT_FOUND, api
@@ -166,6 +167,12 @@ def test_the_schema_and_docs_are_for_signed_in_callers(host):
         f"{API}/memories/stats",
         f"{API}/memories/{{memory_id}}",
         f"{API}/memories/{{memory_id}}/pin",
+        f"{API}/rooms/{{room_id}}/facts",
+        f"{API}/rooms/{{room_id}}/facts/search",
+        f"{API}/rooms/{{room_id}}/facts/stats",
+        f"{API}/facts/{{fact_id}}",
+        f"{API}/facts/{{fact_id}}/restore",
+        f"{API}/facts/{{fact_id}}/pin",
     }
     for operations in schema["paths"].values():
         for operation in operations.values():
@@ -530,6 +537,16 @@ def fuzz_room(host, room):
     person.memory_add(room=room, text=ASTROLABE, seq_from=3, seq_to=5)
     person.memory_add(room=room, text=LEMONS, pinned=True)
     person.memory_add(room=room, text="The ferry runs twice a week.", seq_from=10, seq_to=19)
+    fact = fact_services.fact_create(
+        room=room,
+        text="Maren keeps the lamp lit.",
+        category="promise",
+        first_seq=2,
+        last_seq=4,
+        source="model",
+    ).fact
+    fact_services.fact_correct(fact=fact, text="Maren let the lamp go dark.", source="model")
+    fact_services.fact_create(room=room, text="Tobin sells lemons.", category="trait", source="extractor")
     return room, token_for(host)
 
 
@@ -551,13 +568,16 @@ schema.app = get_wsgi_application()
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_never_answers_with_a_server_error(case, fuzz_room):
     room, token = fuzz_room
-    # Mostly the real room and its memories, so that the calls reach the services.
+    # Mostly the real room and its memories and facts, so that the calls reach the services.
     params = case.path_parameters or {}
     if isinstance(params.get("room_id"), int) and params["room_id"] % 4:
         params["room_id"] = room.pk
     ids = list(Summary.objects.filter(room=room).values_list("pk", flat=True))
     if isinstance(params.get("memory_id"), int) and ids:
         params["memory_id"] = ids[params["memory_id"] % len(ids)]
+    facts = list(Fact.objects.filter(room=room).values_list("pk", flat=True))
+    if isinstance(params.get("fact_id"), int) and facts:
+        params["fact_id"] = facts[params["fact_id"] % len(facts)]
     # The answers are checked, not whether the input was accepted: the case is rewritten above
     # (a valid token, the real ids), so schemathesis no longer knows whether it is valid.
     case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=ANSWER_CHECKS)

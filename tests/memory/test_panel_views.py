@@ -278,7 +278,8 @@ def test_a_forgotten_memory_is_listed_under_not_covered_with_a_rebuild_button(ho
     response = client_for(host).post(url("memory:forget", saga, at(saga, 0, 1)), follow=True)
     assert "Forgotten: messages 8–15 now have no tier-0 memory." in " ".join(flashes(response))
     html = response.content.decode()
-    gaps = html[html.index("Not covered") : html.index("</section>", html.index("Not covered"))]
+    start = html.index('<section class="card memory-gaps"')
+    gaps = html[start : html.index("</section>", start)]
     assert "Tier 0 · block 1 · messages 8–15: forgotten." in gaps
     assert re.search(
         r'action="/chats/\d+/memory/rebuild/".*name="seq_from" value="8".*name="seq_to" value="15"'

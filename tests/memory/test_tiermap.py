@@ -62,3 +62,43 @@ def test_flags_become_classes_and_the_live_window_runs_to_the_end():
     assert classes[2] == {"bar", "yours", "recalled"}
     x, width = drawn.live
     assert x == 40 * drawn.per_message and x + width == drawn.width
+
+
+def fact(pk: int, first: int, last: int, **flags) -> tiermap.FactMark:
+    return tiermap.FactMark(pk=pk, first_seq=first, last_seq=last, label=f"f{pk}", **flags)
+
+
+def test_facts_are_ticks_at_their_messages_in_a_row_under_the_summaries():
+    drawn = tiermap.layout(
+        [mark(1, 0, 0, 7), mark(2, ADDED, 3, 5)],
+        messages=40,
+        live_start=None,
+        added_tier=ADDED,
+        facts=[fact(10, 12, 12), fact(11, 4, 6, pinned=True)],
+    )
+    assert [row.name for row in drawn.rows] == ["Tier 0", "Added", "Facts"]
+    per = drawn.per_message
+    ticks = {tick.pk: tick for tick in drawn.facts}
+    assert [tick.pk for tick in drawn.facts] == [11, 10]  # in message order
+    assert ticks[10].x == 12 * per and ticks[11].x == 4 * per
+    assert ticks[11].x + ticks[11].width <= 7 * per  # over messages 4–6, no further
+    assert ticks[10].y == drawn.rows[-1].y > max(bar.y for bar in drawn.bars)
+    assert ticks[11].classes.split() == ["fact-tick", "pinned"]
+    assert ticks[10].classes.split() == ["fact-tick"]
+
+
+def test_a_fact_on_one_message_of_a_long_chat_is_still_a_visible_tick():
+    drawn = tiermap.layout(
+        [], messages=100_000, live_start=None, added_tier=ADDED, facts=[fact(1, 50_000, 50_000)]
+    )
+    assert [row.name for row in drawn.rows] == ["Facts"]
+    assert drawn.facts[0].width >= tiermap.FACT_TICK
+
+
+def test_no_facts_means_no_facts_row_and_a_fact_past_the_messages_widens_the_map():
+    plain = tiermap.layout([mark(1, 0, 0, 7)], messages=8, live_start=None, added_tier=ADDED)
+    assert [row.name for row in plain.rows] == ["Tier 0"] and plain.facts == []
+    wider = tiermap.layout(
+        [mark(1, 0, 0, 7)], messages=8, live_start=None, added_tier=ADDED, facts=[fact(1, 0, 999)]
+    )
+    assert wider.width == 1000 * wider.per_message
