@@ -159,7 +159,7 @@ def test_a_worker_killed_mid_backfill_resumes_without_duplicates(
 
 
 def test_a_reply_updates_the_scene_note_with_the_built_in_reader(room, celery_worker):
-    story_room(room, 5, plant={4: "We wait at the Old Lighthouse until dawn. Will the ferry come tonight?"})
+    story_room(room, 5, plant={4: "We wait at the Old Lighthouse until dawn. Will the ferry come?"})
     finish_a_reply(room)  # message 5
     wait_for(lambda: RoomMemory.objects.filter(room=room, scene_note_seq=5).exists(), what="the scene note")
     state = RoomMemory.objects.get(room=room)

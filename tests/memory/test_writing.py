@@ -220,9 +220,9 @@ def test_a_catch_up_reads_only_new_and_changed_stretches_however_long_the_chat(r
         reads.append(catch_up_reads(chat))
     assert reads[0] == reads[1]
     room_services.message_edit(message=longer.messages.get(seq=5), text="Rewritten line about the fog bell.")
-    # The edited stretch, for its summary and for its chunk, and the built-in summariser's chat
-    # statistics asking for the messages added since its last read (none).
-    assert catch_up_reads(longer) == reads[1] + 3
+    # The edited stretch, for its summary, for its chunk and for the memory manager, and the
+    # built-in summariser's chat statistics asking for the messages added since its last read (none).
+    assert catch_up_reads(longer) == reads[1] + 4
     assert "fog bell" in chunk_text(longer, 0)
 
 
@@ -365,7 +365,9 @@ def test_a_text_completion_utility_model_gets_the_request_in_its_instruct_templa
     summary = Summary.objects.get(room=room, tier=0, block=0)
     assert summary.source == Summary.Source.UTILITY
     assert summary.facts == ["The brass key opens the cellar."]
-    (request,) = fake_llm.completions()
+    request, manager = fake_llm.completions()  # the summary, then the memory manager's reading
+    assert "Facts kept" in manager.body["prompt"] and '{"operations": [' in manager.body["prompt"]
+    assert "tools" not in manager.body  # a text model is asked for the fallback format alone
     prompt = request.body["prompt"]
     system, user = prompt.removeprefix("<|im_start|>system\n").split("<|im_end|>\n<|im_start|>user\n")
     assert "JSON" in system and "<|im_start|>" not in system
