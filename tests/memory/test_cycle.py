@@ -8,12 +8,16 @@ import json
 
 import pytest
 
-from memory.models import SHARED, Fact, MemoryTuning, RoomMemory, Summary
+from memory.models import SHARED, Fact, MemoryTuning, RoomMemory, Summary, seat_scope
 from memory.services import catch_up as passes
 from memory.services import facts as fact_services
 from orbchat.connections import selectors as connection_selectors
 from orbchat.connections import services as connection_services
+from orbchat.interop.cards import parse_card_json
+from orbchat.library import services as library_services
+from rooms import services as room_services
 from tests.fakes.llm import Reply
+from tests.library.cards import v2_card
 from tests.memory.conftest import add_story, story_room
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -202,3 +206,23 @@ def test_a_cycle_trims_the_least_important_unpinned_facts_restorably(room):
     assert {f.pk for f in weak} <= {f.pk for f in forgotten} and pinned.pk not in {f.pk for f in forgotten}
     fact_services.fact_restore(actor=room.host, fact=weak[0])  # soft: it comes back
     assert Fact.objects.get(pk=weak[0].pk).status == Fact.Status.ACTIVE
+
+
+def test_each_characters_own_set_gets_facts_from_its_point_of_view(room, host, utility, fake_llm):
+    tobin = library_services.character_create(
+        owner=host, card=parse_card_json(v2_card(name="Tobin", first_mes=""))
+    )
+    story_room(room, 16)
+    seat = room_services.seat_add(room=room, character=tobin)  # present from message 16
+    add_story(room, 16)
+    room_services.room_update(room=room, settings={**room.settings, "own_card_only": True})
+    fake_llm.default = calls(tool("create_fact", text="The lamp is lit.", category="event"))
+    passes.catch_up(room.pk)
+    tobins = Fact.objects.filter(room=room, scope=seat_scope(seat.pk))
+    assert list(tobins.values_list("first_seq", "last_seq")) == [(16, 23)]  # only what Tobin was there for
+    maren = room.seats.get(name="Maren Tallis")
+    assert Fact.objects.filter(room=room, scope=seat_scope(maren.pk)).count() == 3
+    assert Fact.objects.filter(room=room, scope=SHARED).count() == 3
+    assert any(
+        "as Tobin's own memory" in body["messages"][0]["content"] for body in manager_requests(fake_llm)
+    )
