@@ -150,8 +150,6 @@ def catch_up(
         obsolete = plan.obsolete + plan.obsolete_person
         if obsolete:
             report.deleted += forget(room=room, scope=scope, blocks_=obsolete)
-    if cancelled and cancelled():
-        return report
     cycle.finish(tuning)
     report.problems += cycle.problems
     report.notices += cycle.notices

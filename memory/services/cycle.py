@@ -11,6 +11,7 @@ model (or once it failed in a run that falls back) the built-in extractor writes
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -137,7 +138,7 @@ class FactsCycle:
     room: Room
     fallback: bool = False  # a failing Utility model: the extractor takes over (else ProviderTrouble)
     cancelled: Callable[[], bool] | None = None
-    started: object = field(default_factory=timezone.now)
+    started: dt.datetime = field(default_factory=timezone.now)
     managed: int = 0  # blocks the manager read in this run
     problems: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
@@ -217,7 +218,7 @@ class FactsCycle:
         return decay_and_trim(room=self.room, tuning=tuning, started=self.started)
 
 
-def decay_and_trim(*, room: Room, tuning: MemoryTuning, started) -> int:
+def decay_and_trim(*, room: Room, tuning: MemoryTuning, started: dt.datetime) -> int:
     """Cool every unpinned active fact older than this cycle (`started`) and not recalled since the
     last cycle; then trim each memory set to `tuning.facts_max` facts and `tuning.facts_hot_tokens`
     tokens of hot ones (`facts.trim`; soft: forgotten, restorable). Return how many were trimmed."""

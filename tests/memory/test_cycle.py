@@ -226,3 +226,15 @@ def test_each_characters_own_set_gets_facts_from_its_point_of_view(room, host, u
     assert any(
         "as Tobin's own memory" in body["messages"][0]["content"] for body in manager_requests(fake_llm)
     )
+
+
+def test_a_failing_utility_model_in_a_run_that_falls_back_leaves_the_facts_to_the_extractor(
+    room, utility, fake_llm
+):
+    fake_llm.script(SUMMARY, Reply(status=503))
+    story_room(room, 16, plant=PLANT)
+    report = passes.catch_up(room.pk, on_provider_error="fallback")
+    assert [(f.text, f.source) for f in active(room)] == [
+        ("Traveller promised to bring the tide ledger back to the customs house.", Fact.Source.EXTRACTOR)
+    ]
+    assert report.problems and "overloaded" in RoomMemory.objects.get(room=room).last_error.lower()
