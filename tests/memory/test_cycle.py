@@ -237,4 +237,4 @@ def test_a_failing_utility_model_in_a_run_that_falls_back_leaves_the_facts_to_th
     assert [(f.text, f.source) for f in active(room)] == [
         ("Traveller promised to bring the tide ledger back to the customs house.", Fact.Source.EXTRACTOR)
     ]
-    assert report.problems and "overloaded" in RoomMemory.objects.get(room=room).last_error.lower()
+    assert report.problems and "problem on its side" in RoomMemory.objects.get(room=room).last_error
