@@ -85,6 +85,20 @@ class MemoryTuning(models.Model):
         help_text="The host's own Utility prompts by kind (memory.prompts.KINDS); a kind left out uses "
         "the built-in prompt. Edited and validated in Memory tuning.",
     )
+    facts_max = models.PositiveSmallIntegerField(
+        "Facts kept",
+        default=200,
+        validators=[MinValueValidator(10), MaxValueValidator(2000)],
+        help_text="Active facts per memory set; beyond it the least important unpinned ones are "
+        "forgotten (restorable).",
+    )
+    facts_hot_tokens = models.PositiveIntegerField(
+        "Hot facts budget",
+        default=1500,
+        validators=[MinValueValidator(100), MaxValueValidator(20000)],
+        help_text="Tokens the hot facts of one memory set may take; the least important beyond it are "
+        "forgotten (restorable).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -137,6 +151,9 @@ class Summary(models.Model):
     indexed_hash = models.CharField(max_length=64, blank=True)
     first_at = models.DateTimeField(null=True, blank=True)
     last_at = models.DateTimeField(null=True, blank=True)
+    # A tier-0 summary's `input_hash` when the memory manager last read its messages for facts
+    # ("" = not yet): the cycle reads a block again only when its messages changed.
+    manager_hash = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -327,6 +344,8 @@ class RoomMemory(models.Model):
     scene_note_source = models.CharField(max_length=8, blank=True)
     scene_note_seq = models.IntegerField(default=-1)
     scene_note_at = models.DateTimeField(null=True, blank=True)
+    # When the memory cycle last cooled the room's facts: a fact recalled since then keeps its heat.
+    facts_cycle_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

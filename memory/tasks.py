@@ -20,7 +20,7 @@ from redis.lock import Lock
 from memory import jobs, selectors
 from memory.models import VectorIndex
 from memory.services import catch_up as passes
-from memory.services import indexing
+from memory.services import cycle, indexing
 from memory.services.summaries import ProviderTrouble
 from orbchat import redis
 from orbchat.connections.embedding import EmbedderFailed
@@ -109,18 +109,23 @@ def _notify_host(room_id: int, text: str) -> None:
     queue=jobs.QUEUE,
 )
 def catch_up(self, room_id: int) -> None:
-    """Summarise and index whatever is due in the room."""
+    """Read the scene note again, then summarise, write facts and index whatever is due in the room."""
     backoff = settings.MEMORY_RETRY_BACKOFF
+
+    def work(beat: Callable[[], None], on_provider_error: str = "raise") -> None:
+        cycle.scene_note_refresh(room_id)
+        beat()
+        report = passes.catch_up(room_id, on_provider_error=on_provider_error, progress=lambda *_: beat())
+        for notice in report.notices:
+            _notify_host(room_id, notice)
+
     try:
-        locked_runs(room_id, lambda beat: passes.catch_up(room_id, progress=lambda *_: beat()))
+        locked_runs(room_id, work)
     except ProviderTrouble as exc:
         if exc.retriable and self.request.retries < len(backoff):
             raise self.retry(countdown=backoff[self.request.retries]) from exc
         # Out of retries (or a failure that will not pass by itself): write offline, tell the host.
-        locked_runs(
-            room_id,
-            lambda beat: passes.catch_up(room_id, on_provider_error="fallback", progress=lambda *_: beat()),
-        )
+        locked_runs(room_id, lambda beat: work(beat, on_provider_error="fallback"))
         _notify_host(
             room_id,
             f"the Utility model failed ({exc}); summaries were written by the built-in summariser "

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
@@ -26,6 +27,7 @@ from memory.selectors import (
     personal_memory_on,
     tuning_get,
 )
+from memory.services.cycle import FactsCycle
 from memory.services.indexing import index_room
 from memory.services.summaries import ProviderTrouble, forget, write_summary
 from orbchat.connections.selectors import model_roles_get
@@ -44,6 +46,7 @@ class Report:
     index_memories_s: float = 0.0
     index_scenes_s: float = 0.0
     problems: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # for the host: answers the memory manager misread
 
 
 def _summary_states(room: Room, scope: str, *, upgrade: bool) -> dict[tuple[int, int], str]:
@@ -116,6 +119,7 @@ def catch_up(
             )
         )
     total = sum(len(p.write) for _, _, p in plans)
+    cycle = FactsCycle(room, fallback=on_provider_error != "raise", cancelled=cancelled)
     done = 0
     clock = time.perf_counter()
     for scope, pov, plan in plans:
@@ -140,9 +144,15 @@ def catch_up(
             done += 1
             if progress:
                 progress(done, total)
+        utility = cycle.manage(
+            scope=scope, pov=pov, utility=utility, beat=partial(progress, done, total) if progress else None
+        )
         obsolete = plan.obsolete + plan.obsolete_person
         if obsolete:
             report.deleted += forget(room=room, scope=scope, blocks_=obsolete)
+    cycle.finish(tuning)
+    report.problems += cycle.problems
+    report.notices += cycle.notices
     report.summarise_s = time.perf_counter() - clock
     beat = (lambda: progress(done, total)) if progress else None
     indexed = index_room(room, fresh_start=plans[0][2].fresh_start, t=t, beat=beat)
@@ -152,7 +162,10 @@ def catch_up(
     report.index_scenes_s = indexed.scenes_s
     RoomMemory.objects.update_or_create(
         room=room,
-        defaults={"last_run_at": timezone.now(), "last_error": "; ".join(report.problems)[:2000]},
+        defaults={
+            "last_run_at": timezone.now(),
+            "last_error": "; ".join(report.problems + report.notices)[:2000],
+        },
     )
     return report
 

@@ -276,6 +276,42 @@ def complete(
     return response.choices[0].message.content or ""
 
 
+def complete_with_tools(
+    target: Target,
+    messages: list[dict],
+    *,
+    tools: list[dict] | None,
+    template: instruct.Instruct | None = None,
+    timeout: float = 60,
+    **params,
+) -> tuple[str, list[dict]]:
+    """Return the text and the tool calls of one non-streamed completion offered `tools`.
+
+    Each tool call comes back as OpenAI writes it ({"id", "type", "function": {"name",
+    "arguments"}}, the arguments a JSON string). A text target cannot be offered tools: it gets
+    the messages written with `template`, and answers with text only."""
+    import litellm
+
+    if target.text_backend or not tools:
+        return complete(target, messages, template=template, timeout=timeout, **params), []
+    check(target)
+    response = litellm.completion(
+        **_request(
+            target, {"messages": messages, "tools": tools, "timeout": timeout, "num_retries": 0, **params}
+        )
+    )
+    message = response.choices[0].message
+    calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.function.name, "arguments": call.function.arguments},
+        }
+        for call in message.tool_calls or ()
+    ]
+    return message.content or "", calls
+
+
 async def acomplete(
     target: Target,
     messages: list[dict],

@@ -16,6 +16,10 @@ reaches it through litellm exactly as it reaches a real provider (`openai/<model
         llm.script(Reply("Hello there."), Reply(status=429))
         ...
 
+A reply may carry tool calls (`Reply(tool_calls=[{"name": …, "arguments": {…}}])`): they come
+back as OpenAI's `message.tool_calls` (streamed: `delta.tool_calls`), arguments as a JSON string,
+with `finish_reason` "tool_calls".
+
 Faults: an HTTP error status with an OpenAI-style error body, slow tokens (`token_delay`),
 a slow start (`first_token_delay`), and a stream cut mid-way (`cut_after` tokens, then the
 connection closes without the final chunk or `[DONE]`).
@@ -55,6 +59,29 @@ class Reply:
     finish_reason: str = "stop"
     # Benchmarks: each token is its own send time (time.perf_counter_ns) followed by a space.
     stamp_tokens: bool = False
+    # Each {"name": …, "arguments": {…} or a JSON string}; sent as the message's tool calls.
+    tool_calls: list[dict] | None = None
+
+    def wire_tool_calls(self) -> list[dict]:
+        """The tool calls as OpenAI sends them: an id, the type, the function and its JSON arguments."""
+        calls = []
+        for number, call in enumerate(self.tool_calls or ()):
+            arguments = call.get("arguments", {})
+            calls.append(
+                {
+                    "id": f"call_{number}_{uuid.uuid4().hex[:8]}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    },
+                }
+            )
+        return calls
+
+    @property
+    def finish(self) -> str:
+        return "tool_calls" if self.tool_calls and self.finish_reason == "stop" else self.finish_reason
 
     def tokens(self) -> list[str]:
         return re.findall(r"\s*\S+", self.text) or [""]
@@ -263,6 +290,9 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
             return
+        message: dict = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.wire_tool_calls()
         self._json(
             200,
             {
@@ -270,13 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", "fake-model"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": reply.text},
-                        "finish_reason": reply.finish_reason,
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish}],
                 "usage": self._usage(body, len(tokens)),
             },
         )
@@ -324,8 +348,11 @@ class _Handler(BaseHTTPRequestHandler):
                 if index == 0:
                     delta["role"] = "assistant"
                 chunk(delta)
+            if reply.tool_calls and not text:
+                calls = [{"index": i, **call} for i, call in enumerate(reply.wire_tool_calls())]
+                chunk({"role": "assistant", "tool_calls": calls})
             include_usage = (body.get("stream_options") or {}).get("include_usage")
-            chunk({}, reply.finish_reason, self._usage(body, len(tokens)) if include_usage else None)
+            chunk({}, reply.finish, self._usage(body, len(tokens)) if include_usage else None)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import litellm
 import pytest
 
@@ -34,6 +36,27 @@ def test_streaming_reply_arrives_token_by_token(fake_llm):
     chunks = [c.choices[0].delta.content or "" for c in call(fake_llm, stream=True)]
     assert "".join(chunks) == "She draws her sword and waits."
     assert len([c for c in chunks if c]) == 6
+
+
+TOOL_CALL = {"name": "create_fact", "arguments": {"text": "Mara keeps the key.", "category": "event"}}
+
+
+def test_a_reply_with_tool_calls_arrives_as_openai_tool_calls(fake_llm):
+    fake_llm.script(Reply("", tool_calls=[TOOL_CALL]))
+    tools = [{"type": "function", "function": {"name": "create_fact", "parameters": {"type": "object"}}}]
+    choice = call(fake_llm, tools=tools).choices[0]
+    (tool_call,) = choice.message.tool_calls
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
+    assert tool_call.function.name == "create_fact" and tool_call.id.startswith("call_")
+    assert json.loads(tool_call.function.arguments) == TOOL_CALL["arguments"]
+    assert fake_llm.requests[0].body["tools"] == tools
+
+
+def test_streamed_tool_calls_arrive_in_a_delta(fake_llm):
+    fake_llm.script(Reply("", tool_calls=[TOOL_CALL]))
+    deltas = [c.choices[0].delta for c in call(fake_llm, stream=True)]
+    (tool_call,) = [made for delta in deltas for made in (delta.tool_calls or ())]
+    assert json.loads(tool_call.function.arguments) == TOOL_CALL["arguments"]
 
 
 @pytest.mark.parametrize(

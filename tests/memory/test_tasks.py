@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -12,7 +13,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import channel_layers
 
 from memory import index, selectors, tasks
-from memory.models import RoomMemory, Summary
+from memory.models import Fact, RoomMemory, Summary
 from orbchat import redis
 from orbchat.celery import WORKER_NICE
 from orbchat.connections import services as connection_services
@@ -155,3 +156,43 @@ def test_a_worker_killed_mid_backfill_resumes_without_duplicates(
     assert len(tiers) == len(set(tiers)) == 31
     generation = selectors.reading_generation(host)
     assert index._collection(generation, "memories").count() == 31
+
+
+def test_a_reply_updates_the_scene_note_with_the_built_in_reader(room, celery_worker):
+    story_room(room, 5, plant={4: "We wait at the Old Lighthouse until dawn. Will the ferry come?"})
+    finish_a_reply(room)  # message 5
+    wait_for(lambda: RoomMemory.objects.filter(room=room, scene_note_seq=5).exists(), what="the scene note")
+    state = RoomMemory.objects.get(room=room)
+    assert state.scene_note_source == "reader"
+    assert state.scene_note["where"] == "the Old Lighthouse" and state.scene_note["when"] == "dawn"
+
+
+def test_a_reply_updates_the_scene_note_with_the_utility_model(room, host, fake_llm, celery_worker):
+    set_utility(host, fake_llm)
+    note = {"where": "the fog bell tower", "who": ["Maren"], "when": "dusk", "open_threads": ["Who rang it?"]}
+    fake_llm.script(Reply(f"```json\n{json.dumps(note)}\n```"))
+    story_room(room, 5)
+    finish_a_reply(room)
+    wait_for(lambda: RoomMemory.objects.filter(room=room, scene_note_seq=5).exists(), what="the scene note")
+    state = RoomMemory.objects.get(room=room)
+    assert state.scene_note_source == "model" and state.scene_note == note
+    assert "#5 " in fake_llm.requests[0].body["messages"][-1]["content"]
+
+
+def test_a_memory_manager_answering_in_prose_saves_nothing_and_tells_the_host(
+    room, host, fake_llm, celery_worker
+):
+    set_utility(host, fake_llm)
+    summary = {"heading": "At the lighthouse", "facts": ["The lamp was lit."], "keywords": []}
+    fake_llm.script(
+        Reply('{"where": "the lighthouse"}'), Reply(json.dumps(summary)), Reply("I think it is fine.")
+    )
+    layer = channel_layers.make_backend("default")
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(user_group(host.pk), channel)
+    story_room(room, 15)
+    finish_a_reply(room)  # message 16: block 0 is summarised, then read for facts
+    notice = async_to_sync(layer.receive)(channel)
+    assert notice["type"] == "user.notice" and room.title in notice["text"]
+    assert "Nothing was saved: the memory manager answered in prose" in notice["text"]
+    assert not Fact.objects.filter(room=room).exists()

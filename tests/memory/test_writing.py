@@ -122,7 +122,9 @@ def test_an_edit_rewrites_exactly_its_block_and_the_roll_ups_above(room, utility
     after = {(s.tier, s.block): s.updated_at for s in Summary.objects.filter(room=room)}
     changed = {key for key in after if after[key] != before[key]}
     assert changed == {(0, 2), (1, 0)}
-    assert len(fake_llm.requests) == calls + 2
+    assert (
+        len(fake_llm.requests) == calls + 3
+    )  # the two summaries, and the memory manager reads block 2 again
     assert not Summary.objects.filter(room=room, stale=True).exists()
 
 
@@ -133,8 +135,8 @@ def test_hiding_a_message_rewrites_its_block_without_it(room, utility, fake_llm)
     calls = len(fake_llm.requests)
     room_services.message_set_hidden(message=room.messages.get(seq=3), hidden=True)
     passes.catch_up(room.pk)
-    assert len(fake_llm.requests) == calls + 1
-    assert "PERIWINKLE" not in fake_llm.requests[-1].body["messages"][-1]["content"]
+    assert len(fake_llm.requests) == calls + 2  # the summary, and the memory manager's reading of the block
+    assert all("PERIWINKLE" not in r.body["messages"][-1]["content"] for r in fake_llm.requests[calls:])
 
 
 def test_switching_the_swipe_of_a_summarised_message_marks_it_stale(room):
@@ -218,9 +220,9 @@ def test_a_catch_up_reads_only_new_and_changed_stretches_however_long_the_chat(r
         reads.append(catch_up_reads(chat))
     assert reads[0] == reads[1]
     room_services.message_edit(message=longer.messages.get(seq=5), text="Rewritten line about the fog bell.")
-    # The edited stretch, for its summary and for its chunk, and the built-in summariser's chat
-    # statistics asking for the messages added since its last read (none).
-    assert catch_up_reads(longer) == reads[1] + 3
+    # The edited stretch, for its summary, for its chunk and for the memory manager, and the
+    # built-in summariser's chat statistics asking for the messages added since its last read (none).
+    assert catch_up_reads(longer) == reads[1] + 4
     assert "fog bell" in chunk_text(longer, 0)
 
 
@@ -363,7 +365,9 @@ def test_a_text_completion_utility_model_gets_the_request_in_its_instruct_templa
     summary = Summary.objects.get(room=room, tier=0, block=0)
     assert summary.source == Summary.Source.UTILITY
     assert summary.facts == ["The brass key opens the cellar."]
-    (request,) = fake_llm.completions()
+    request, manager = fake_llm.completions()  # the summary, then the memory manager's reading
+    assert "Facts kept" in manager.body["prompt"] and '{"operations": [' in manager.body["prompt"]
+    assert "tools" not in manager.body  # a text model is asked for the fallback format alone
     prompt = request.body["prompt"]
     system, user = prompt.removeprefix("<|im_start|>system\n").split("<|im_end|>\n<|im_start|>user\n")
     assert "JSON" in system and "<|im_start|>" not in system
