@@ -17,7 +17,7 @@ from functools import partial
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
-from memory import blocks
+from memory import blocks, prompts
 from memory.models import SHARED, RoomMemory, Summary, seat_scope
 from memory.selectors import (
     block_tuning,
@@ -34,6 +34,9 @@ from orbchat.connections.selectors import model_roles_get
 from rooms.models import Room, Seat
 
 log = logging.getLogger(__name__)
+
+# Summarised blocks the Utility model reads for facts per memory set in one catch-up after a reply.
+MANAGER_BLOCKS_PER_RUN = 4
 
 
 @dataclass
@@ -119,7 +122,13 @@ def catch_up(
             )
         )
     total = sum(len(p.write) for _, _, p in plans)
-    cycle = FactsCycle(room, fallback=on_provider_error != "raise", cancelled=cancelled)
+    cycle = FactsCycle(
+        room,
+        fallback=on_provider_error != "raise",
+        cancelled=cancelled,
+        limit=None if upgrade else MANAGER_BLOCKS_PER_RUN,
+        template=prompts.custom(tuning.custom_prompts, "manager"),
+    )
     done = 0
     clock = time.perf_counter()
     for scope, pov, plan in plans:

@@ -138,6 +138,11 @@ class FactsCycle:
     room: Room
     fallback: bool = False  # a failing Utility model: the extractor takes over (else ProviderTrouble)
     cancelled: Callable[[], bool] | None = None
+    # Blocks the Utility model reads per memory set in this run (None: all). A regular catch-up
+    # reads a few, so a long chat that had no facts yet gets them over its next replies instead
+    # of hundreds of model calls after one; a backfill reads them all.
+    limit: int | None = None
+    template: str = ""  # the host's own memory-manager prompt ("" for the built-in)
     started: dt.datetime = field(default_factory=timezone.now)
     managed: int = 0  # blocks the manager read in this run
     problems: list[str] = field(default_factory=list)
@@ -155,6 +160,8 @@ class FactsCycle:
             .exclude(manager_hash=F("input_hash"))
             .order_by("block")
         )
+        if utility is not None and self.limit is not None:
+            pending = pending[: self.limit]
         for summary in pending:
             if self._stop():
                 return utility
@@ -183,7 +190,9 @@ class FactsCycle:
             operations = [facts.Operation(kind="create", target=None, draft=draft) for draft in drafts]
             return operations, Fact.Source.EXTRACTOR
         shown = manager.pick_facts(_known(self.room, scope), lines)
-        messages = manager.manager_messages(lines, shown, pov=pov, room_title=self.room.title)
+        messages = manager.manager_messages(
+            lines, shown, pov=pov, room_title=self.room.title, template=self.template
+        )
         content, calls = ask_manager(utility, messages)
         parsed = facts.parse_reply(
             content,
