@@ -237,6 +237,13 @@
       kept.append(element("li", `${k.label} — ${why}`));
     });
     memoryDetail.append(element("p", d.kept.length ? "Sent with this reply:" : `Nothing recalled${d.why ? `: ${d.why}` : ""}.`, d.kept.length ? "" : "memory-why"), kept);
+    if ((d.facts || []).length) {
+      const sent = element("ul");
+      sent.className = "memory-facts";
+      d.facts.forEach((f) => sent.append(element("li", `${f.label} — ${f.reason}, score ${f.score.toFixed(2)}: “${f.text}”`)));
+      memoryDetail.append(element("p", "Lasting facts:"), sent);
+    }
+    if (d.scene) memoryDetail.append(element("p", "The scene note went too."));
     if ((d.quotes || []).length) {
       const quotes = element("ul");
       quotes.className = "memory-quotes";
