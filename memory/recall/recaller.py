@@ -398,15 +398,15 @@ def recall_for(
         sent,
     )
     outcome.pool = len(pool.members)
-    ignore = _names(room)
-    names = ignore
+    people = _names(room)  # never a fact's subject match, nor a summary's keyword
+    ignore = people
 
     def choose_facts(cosines: dict[int, float]) -> fact_recall.Choice:
         picked = fact_recall.choose(
             candidates,
             cosines=cosines,
             query=query,
-            ignore=names,
+            ignore=people,
             max_facts=tuning.facts_max,
             floor=tuning.score_floor,
         )
@@ -588,16 +588,16 @@ def _fill(
 ) -> None:
     """Fit everything chosen into the memory budget in the tuned order (`memory.facts.budget_order`):
     pinned, yours, the scene note, facts, summaries, quotes by default."""
-    # Each entry: (kind, the chosen thing, its text as the Memory section holds it).
+    # Each entry: (the chosen thing, its text as the Memory section holds it).
     parts = {
-        "pinned": [("summary", s, s.item.text) for s in always if s.why == recall.PINNED]
-        + [("fact", p, f"- {p.fact.text}") for p in chosen.pinned],
-        "yours": [("summary", s, s.item.text) for s in always if s.why != recall.PINNED]
-        + [("fact", p, f"- {p.fact.text}") for p in chosen.yours],
-        "scene": [("scene", scene, fact_recall.scene_text(scene))] if scene.strip() else [],
-        "facts": [("fact", p, f"- {p.fact.text}") for p in chosen.recalled],
-        "summaries": [("summary", s, s.item.text) for s in sorted(summaries, key=lambda s: -s.score)],
-        "quotes": [("quote", q, q.line) for q in sorted(outcome.quotes, key=lambda q: -q.score)],
+        "pinned": [(s, s.item.text) for s in always if s.why == recall.PINNED]
+        + [(p, f"- {p.fact.text}") for p in chosen.pinned],
+        "yours": [(s, s.item.text) for s in always if s.why != recall.PINNED]
+        + [(p, f"- {p.fact.text}") for p in chosen.yours],
+        "scene": [(scene, fact_recall.scene_text(scene))] if scene.strip() else [],
+        "facts": [(p, f"- {p.fact.text}") for p in chosen.recalled],
+        "summaries": [(s, s.item.text) for s in sorted(summaries, key=lambda s: -s.score)],
+        "quotes": [(q, q.line) for q in sorted(outcome.quotes, key=lambda q: -q.score)],
     }
     headings = 0
     if chosen.pinned or chosen.yours or chosen.recalled:
@@ -605,9 +605,9 @@ def _fill(
     if outcome.quotes:
         headings += count(quoting.HEADING)
     fitted = fact_rules.budget_order(
-        parts, priority=outcome.priority, budget=max(0, budget - headings), cost=lambda e: count(e[2])
+        parts, priority=outcome.priority, budget=max(0, budget - headings), cost=lambda entry: count(entry[1])
     )
-    taken = {id(e[1]) for entries in fitted.values() for e in entries}
+    taken = {id(entry[0]) for entries in fitted.values() for entry in entries}
     kept_always = [s for s in always if id(s) in taken]
     kept_summaries = sorted(
         (s for s in summaries if id(s) in taken), key=lambda s: (s.item.seq_from, -s.item.tier)
@@ -621,25 +621,10 @@ def _fill(
     everyone = [*chosen.pinned, *chosen.yours, *chosen.recalled]
     outcome.facts = [p for p in everyone if id(p) in taken]
     outcome.facts_cut = [p for p in everyone if id(p) not in taken]
-    outcome.facts_rejected = _fact_sample(chosen.rejected)
+    outcome.facts_rejected = recall.sample(chosen.rejected, SAMPLE)  # reasons and scores, as summaries'
     outcome.scene = scene if fitted.get("scene") else ""
     outcome.quotes_cut += [q for q in outcome.quotes if id(q) not in taken]
     outcome.quotes = sorted((q for q in outcome.quotes if id(q) in taken), key=lambda q: q.turn.seq)
-
-
-def _fact_sample(rejected: list[fact_recall.Left]) -> list[fact_recall.Left]:
-    """A few facts not sent, every reason represented, best scored first within one."""
-    by_reason: dict[str, list[fact_recall.Left]] = {}
-    for left in rejected:
-        by_reason.setdefault(left.reason, []).append(left)
-    for group in by_reason.values():
-        group.sort(key=lambda left: -(left.score or 0.0))
-    picked: list[fact_recall.Left] = []
-    while len(picked) < SAMPLE and any(by_reason.values()):
-        for group in by_reason.values():
-            if group and len(picked) < SAMPLE:
-                picked.append(group.pop(0))
-    return picked
 
 
 def _quotes(
