@@ -599,13 +599,15 @@ def _fill(
         "summaries": [(s, s.item.text) for s in sorted(summaries, key=lambda s: -s.score)],
         "quotes": [(q, q.line) for q in sorted(outcome.quotes, key=lambda q: -q.score)],
     }
-    headings = 0
-    if chosen.pinned or chosen.yours or chosen.recalled:
-        headings += count(fact_recall.FACTS_HEADING)
-    if outcome.quotes:
-        headings += count(quoting.HEADING)
+    # Facts sit in three parts, so their heading is set aside first; the quotes' is paid by the
+    # first quote to go.
+    heading = count(fact_recall.FACTS_HEADING) if chosen.pinned or chosen.yours or chosen.recalled else 0
     fitted = fact_rules.budget_order(
-        parts, priority=outcome.priority, budget=max(0, budget - headings), cost=lambda entry: count(entry[1])
+        parts,
+        priority=outcome.priority,
+        budget=max(0, budget - heading),
+        cost=lambda entry: count(entry[1]),
+        overhead={"quotes": count(quoting.HEADING)},
     )
     taken = {id(entry[0]) for entries in fitted.values() for entry in entries}
     kept_always = [s for s in always if id(s) in taken]

@@ -91,3 +91,11 @@ def test_facts_and_the_scene_are_laid_out_under_short_headings():
     assert fact_recall.facts_text([]) == ""
     assert fact_recall.scene_text("Where: the pier") == "The scene now:\nWhere: the pier"
     assert fact_recall.scene_text("  ") == ""
+
+
+def test_a_parts_heading_is_paid_once_with_its_first_item():
+    parts = {"summaries": ["aaaa", "bb"], "quotes": ["cc", "dd"]}
+    fitted = facts.budget_order(parts, budget=9, cost=len, overhead={"quotes": 3})
+    assert fitted == {"summaries": ["aaaa", "bb"], "quotes": []}  # 3 left: not a quote and its heading
+    fitted = facts.budget_order(parts, budget=11, cost=len, overhead={"quotes": 3})
+    assert fitted == {"summaries": ["aaaa", "bb"], "quotes": ["cc"]}
