@@ -82,7 +82,7 @@ class MemoryTuning(models.Model):
         validators=[MinValueValidator(0), MaxValueValidator(4)],
         help_text="At most this many (0–4); after the summaries in the memory budget.",
     )
-    facts_max = models.PositiveSmallIntegerField(
+    facts_per_reply = models.PositiveSmallIntegerField(
         "Facts per reply",
         default=6,
         validators=[MinValueValidator(0), MaxValueValidator(50)],

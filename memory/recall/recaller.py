@@ -407,7 +407,7 @@ def recall_for(
             cosines=cosines,
             query=query,
             ignore=people,
-            max_facts=tuning.facts_max,
+            max_facts=tuning.facts_per_reply,
             floor=tuning.score_floor,
         )
         picked.rejected = facts_out + picked.rejected

@@ -53,7 +53,7 @@ def test_memory_tuning_saves_valid_values(host):
         "budget_share": 0.25,
         "quotes_on": "on",
         "quotes": 2,
-        "facts_max": 6,
+        "facts_per_reply": 6,
         "budget_priority": "pinned, yours, scene, facts, summaries, quotes",
     }
     assert client_for(host).post(reverse("memory:tuning"), data).status_code == 302
@@ -81,7 +81,7 @@ def test_memory_tuning_turns_quotes_off_and_refuses_more_than_four(host):
         "heading": "Past events",
         "budget_share": 0.25,
         "quotes": 5,
-        "facts_max": 6,
+        "facts_per_reply": 6,
         "budget_priority": "pinned, yours, scene, facts, summaries, quotes",
     }
     refused = client.post(reverse("memory:tuning"), data)
@@ -110,7 +110,7 @@ def test_memory_tuning_sets_the_facts_per_reply_and_the_budget_order_and_names_a
         "heading": "Past events",
         "budget_share": 0.25,
         "quotes": 2,
-        "facts_max": 3,
+        "facts_per_reply": 3,
         "budget_priority": "pinned, yours, facts, notes, summaries, quotes",
     }
     refused = client.post(reverse("memory:tuning"), data)
@@ -120,7 +120,7 @@ def test_memory_tuning_sets_the_facts_per_reply_and_the_budget_order_and_names_a
     data["budget_priority"] = "summaries, pinned, yours, scene, facts, quotes"
     assert client.post(reverse("memory:tuning"), data).status_code == 302
     tuning = MemoryTuning.objects.get()
-    assert (tuning.facts_max, tuning.budget_priority) == (3, "summaries, pinned, yours, scene, facts, quotes")
+    assert (tuning.facts_per_reply, tuning.budget_priority) == (3, "summaries, pinned, yours, scene, facts, quotes")
 
 
 def test_each_person_switches_their_own_memory(host, people):

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0010_scene_note'),
+        ('memory', '0012_cycle_facts'),
     ]
 
     operations = [
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='memorytuning',
-            name='facts_max',
+            name='facts_per_reply',
             field=models.PositiveSmallIntegerField(default=6, help_text='Lasting facts recalled by relevance (0–50); pinned and yours ones come on top.', validators=[django.core.validators.MinValueValidator(0), django.core.validators.MaxValueValidator(50)], verbose_name='Facts per reply'),
         ),
     ]
