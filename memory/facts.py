@@ -630,20 +630,23 @@ def budget_order(
     priority: tuple[str, ...] = BUDGET_PRIORITY,
     budget: int,
     cost: Callable[[T], int],
+    overhead: Mapping[str, int] | None = None,
 ) -> dict[str, list[T]]:
     """Return what fits the memory budget, part by part in `priority` order.
 
     Each part's items are tried in their own order; one that does not fit what is left is skipped
-    and the next tried. Parts not named in `priority` come after, in their given order. Every part
-    given is in the result, in priority order, perhaps empty.
+    and the next tried. A part's `overhead` (its heading) is paid once, with its first item. Parts
+    not named in `priority` come after, in their given order. Every part given is in the result,
+    in priority order, perhaps empty.
     """
     order = [name for name in priority if name in parts] + [name for name in parts if name not in priority]
+    overhead = overhead or {}
     left = budget
     chosen: dict[str, list[T]] = {}
     for name in order:
         chosen[name] = []
         for item in parts[name]:
-            price = max(0, cost(item))
+            price = max(0, cost(item)) + (0 if chosen[name] else max(0, overhead.get(name, 0)))
             if price <= left:
                 chosen[name].append(item)
                 left -= price

@@ -4,12 +4,22 @@ index state."""
 from __future__ import annotations
 
 from django.conf import settings as conf
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from memory.recall import fact_recall
 from memory.recall.ranking import ADDED_TIER, place_label, span_label
 
 SHARED = "shared"
+DEFAULT_PRIORITY = ", ".join(fact_recall.PRIORITY_NAMES)
+
+
+def validate_priority(value: str) -> None:
+    try:
+        fact_recall.parse_priority(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
 
 
 def seat_scope(seat_id: int) -> str:
@@ -71,6 +81,19 @@ class MemoryTuning(models.Model):
         default=4,
         validators=[MinValueValidator(0), MaxValueValidator(4)],
         help_text="At most this many (0–4); after the summaries in the memory budget.",
+    )
+    facts_per_reply = models.PositiveSmallIntegerField(
+        "Facts per reply",
+        default=6,
+        validators=[MinValueValidator(0), MaxValueValidator(50)],
+        help_text="Lasting facts recalled by relevance (0–50); pinned and yours ones come on top.",
+    )
+    budget_priority = models.CharField(
+        "Memory budget order",
+        max_length=80,
+        default=DEFAULT_PRIORITY,
+        validators=[validate_priority],
+        help_text="What fills the memory budget first: all six of " + DEFAULT_PRIORITY + ", in any order.",
     )
     heading = models.CharField(max_length=100, default="Past events")
     budget_share = models.FloatField(

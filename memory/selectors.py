@@ -227,6 +227,35 @@ def recall_last(room):
     return logs.order_by("-created_at", "-pk").first()
 
 
+def context_used(room, viewer, variant_id: int) -> dict:
+    """What memory sent with one reply (the variant), for `viewer`: everyone in the room gets the
+    counts of each kind; only the host gets the detail (kinds, ids, scores, why each was picked).
+
+    {"found": False} when no recall ran for that reply (or it ran under an earlier host).
+    """
+    logs = RecallLog.objects.filter(room=room, variant_id=variant_id)
+    if room.host_since is not None:  # the turns before a hand-off were the previous host's
+        logs = logs.filter(created_at__gte=room.host_since)
+    log = logs.order_by("-created_at", "-pk").first()
+    if log is None:
+        return {"found": False, "counts": {}, "detail": None}
+    detail = log.detail or {}
+    counts = {
+        "summaries": len(detail.get("kept", ())),
+        "facts": len(detail.get("facts", ())),
+        "quotes": len(detail.get("quotes", ())),
+        "scene": 1 if detail.get("scene") else 0,
+    }
+    host = permissions.standing(viewer, room) == permissions.HOST
+    return {
+        "found": True,
+        "state": log.state,
+        "counts": counts,
+        "total": sum(counts.values()),
+        "detail": detail if host else None,
+    }
+
+
 # The Memory panel ------------------------------------------------------------------------------
 
 PAGE_SIZE = 50

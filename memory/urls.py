@@ -12,6 +12,7 @@ urlpatterns = [
     path("chats/<int:pk>/memory/backfill/", views.backfill_start, name="backfill"),
     path("chats/<int:pk>/memory/model/", views.model_state, name="model_state"),
     path("chats/<int:pk>/memory/recall/", views.recall_detail, name="recall_detail"),
+    path("chats/<int:pk>/memory/context/<int:variant_pk>/", views.context_used, name="context_used"),
     path("chats/<int:pk>/memory/backfill/status/", views.backfill_status, name="backfill_status"),
     path("chats/<int:pk>/memory/backfill/cancel/", views.backfill_cancel, name="backfill_cancel"),
     path("chats/<int:pk>/memory/", views.panel, name="panel"),

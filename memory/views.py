@@ -105,6 +105,14 @@ def recall_detail(request: HttpRequest, pk: int) -> JsonResponse:
     return JsonResponse(turn_memory.recall_fresh_check(room))
 
 
+@require_GET
+def context_used(request: HttpRequest, pk: int, variant_pk: int) -> HttpResponse:
+    """What memory sent with one reply: the detail for the host, the counts for a member."""
+    room = permissions.room_for_member(request.user, pk)
+    used = selectors.context_used(room, request.user, variant_pk)
+    return render(request, "memory/_context_used.html", {"room": room, "used": used})
+
+
 # The Memory panel ------------------------------------------------------------------------------
 
 

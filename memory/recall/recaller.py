@@ -26,21 +26,26 @@ import numpy as np
 from django.db.models import Count, Q
 
 from memory import blocks, index
-from memory.models import SHARED, Scene, Summary, SummaryKeyword, VectorIndex, seat_scope
+from memory import facts as fact_rules
+from memory.models import SHARED, Fact, Scene, Summary, SummaryKeyword, VectorIndex, seat_scope
+from memory.recall import fact_recall
 from memory.recall import quotes as quoting
 from memory.recall import ranking as recall
 from memory.recall.why import Fit
 from memory.selectors import (
+    SearchUnavailable,
     block_tuning,
+    facts_query,
     memory_on,
     message_lines,
     personal_memory_on,
     reading_generation,
+    scene_note_text,
     tuning_get,
 )
 from orbchat.connections import embedding, reranker
 from orbchat.connections.selectors import model_roles_get
-from rooms.models import Member, Presence, Room, Seat
+from rooms.models import Member, Message, Presence, Room, Seat
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,20 @@ class Outcome:
     quotes: list[quoting.Quote] = field(default_factory=list)  # oldest first
     quotes_rejected: list[quoting.Quote] = field(default_factory=list)  # best first, a few
     quotes_cut: list[quoting.Quote] = field(default_factory=list)  # left out for the memory budget
+    facts: list[fact_recall.Picked] = field(default_factory=list)  # pinned, yours, then best first
+    facts_rejected: list[fact_recall.Left] = field(default_factory=list)  # a sample, every reason
+    facts_cut: list[fact_recall.Picked] = field(default_factory=list)  # left out for the memory budget
+    scene: str = ""  # the scene note as sent ("" when none was)
+    priority: tuple[str, ...] = fact_rules.BUDGET_PRIORITY
+
+    def counts(self) -> dict:
+        """How many of each kind went with the reply: all that a member may know."""
+        return {
+            "summaries": len(self.kept),
+            "facts": len(self.facts),
+            "quotes": len(self.quotes),
+            "scene": 1 if self.scene else 0,
+        }
 
     def preview(self) -> dict:
         """What the host's Preview shows of this recall: the memories sent, and those the budget cut."""
@@ -91,7 +110,11 @@ class Outcome:
                 {"label": q.label, "score": round(q.score, 4), "why": _quote_reason(q), "text": q.line}
                 for q in self.quotes
             ],
-            "memory_cut": [r.item.label for r in self.cut] + [q.label for q in self.quotes_cut],
+            "facts": [_fact_json(p) for p in self.facts],
+            "scene": self.scene,
+            "memory_cut": [r.item.label for r in self.cut]
+            + [q.label for q in self.quotes_cut]
+            + [_fact_label(p.fact) for p in self.facts_cut],
         }
 
     def detail(self) -> dict:
@@ -118,7 +141,45 @@ class Outcome:
             "quotes": [_quote_json(q) for q in self.quotes],
             "quotes_rejected": [_quote_json(q) for q in self.quotes_rejected],
             "quotes_cut": [_quote_json(q) for q in self.quotes_cut],
+            "facts": [_fact_json(p) for p in self.facts],
+            "facts_rejected": [_fact_left_json(r) for r in self.facts_rejected],
+            "facts_cut": [_fact_json(p) for p in self.facts_cut],
+            "scene": self.scene,
+            "priority": list(self.priority),
+            "counts": self.counts(),
         }
+
+
+def _fact_label(fact: fact_recall.Candidate) -> str:
+    return f"Fact #{fact.id} · {fact.category}"
+
+
+def _fact_json(picked: fact_recall.Picked) -> dict:
+    fact = picked.fact
+    return {
+        "id": fact.id,
+        "label": _fact_label(fact),
+        "text": fact.text,
+        "category": fact.category,
+        "scope": fact.scope,
+        "score": round(picked.score, 4),
+        "relevance": round(picked.relevance, 4),
+        "cosine": None if picked.cosine is None else round(picked.cosine, 4),
+        "subject": picked.subject,
+        "heat": round(fact.heat, 3),
+        "confidence": round(fact.confidence, 3),
+        "why": picked.why,
+        "reason": picked.reason,
+    }
+
+
+def _fact_left_json(left: fact_recall.Left) -> dict:
+    return {
+        "id": left.fact.id,
+        "label": _fact_label(left.fact),
+        "reason": left.reason,
+        "score": None if left.score is None else round(left.score, 4),
+    }
 
 
 def _quote_reason(quote: quoting.Quote) -> str:
@@ -321,13 +382,14 @@ def recall_for(
     if total == 0:  # nothing written yet (a young chat, or memory never built): nothing to read
         outcome.ms = (time.perf_counter() - started) * 1000
         return outcome
-    always, always_out, used = recall.always_first(
+    outcome.priority = _priority(tuning)
+    always, always_out, _ = recall.always_first(
         _always(room.pk, scopes, witnessed, t), live_start=live_start, budget=budget, count=count
     )
     sent = {s.item.key for s in always} | {r.item.key for r in always_out}
-    outcome.kept = list(always)
     outcome.cut = [r for r in always_out if r.reason == recall.BUDGET]
-    _finish(outcome, always_out, started)
+    candidates, facts_out = _fact_candidates(room.pk, scopes, witnessed, t, live_start)
+    scene = scene_note_text(room) if Message.objects.filter(room=room, seq__lt=live_start).exists() else ""
     indexed: dict[str, str] = {}
     pool = recall.without(
         recall.build_pool(
@@ -336,7 +398,21 @@ def recall_for(
         sent,
     )
     outcome.pool = len(pool.members)
-    ignore = _names(room)
+    people = _names(room)  # never a fact's subject match, nor a summary's keyword
+    ignore = people
+
+    def choose_facts(cosines: dict[int, float]) -> fact_recall.Choice:
+        picked = fact_recall.choose(
+            candidates,
+            cosines=cosines,
+            query=query,
+            ignore=people,
+            max_facts=tuning.facts_per_reply,
+            floor=tuning.score_floor,
+        )
+        picked.rejected = facts_out + picked.rejected
+        return picked
+
     hits: dict[str, list[tuple[recall.Item, str]]] = {}
     if tuning.keyword_match and tuning.mode in (recall.MIXC, recall.SEMANTIC):
         hits, common = _keyword_hits(room.pk, scopes, pool.members, query, live_start, ignore, indexed, total)
@@ -345,7 +421,7 @@ def recall_for(
     similarity: dict[str, float] = {}
     embedder: _Embedder | None = None
     query_vector = newest_vector = None
-    if tuning.mode in (recall.MIXC, recall.SEMANTIC) and pool.members:
+    if tuning.mode in (recall.MIXC, recall.SEMANTIC) and (pool.members or candidates):
         try:
             embedder = _Embedder(room.host, reading_generation(room.host))
             members = {item.key for item in pool.members}
@@ -358,12 +434,15 @@ def recall_for(
         except Exception as exc:  # noqa: BLE001 - any search failure: a notice, and no memory
             reason = exc.args[0] if isinstance(exc, embedding.EmbedderFailed) and exc.args else str(exc)
             outcome.notices.append(SEARCH_FAILED.format(reason=reason or "the embedder failed"))
-            outcome.rejected_count = total - outcome.count
+            _fill(outcome, always, [], choose_facts({}), scene, budget, count)
+            _finish(outcome, always_out, started)
+            outcome.rejected_count = max(0, total - len(outcome.kept))
             return outcome
-        matrix = np.stack([vectors[item.key] for item in scored])
-        scores = matrix @ query_vector
-        similarity = {item.key: float(s) for item, s in zip(scored, scores, strict=True)}
-        outcome.best = max(similarity.values(), default=None)
+        if scored:
+            matrix = np.stack([vectors[item.key] for item in scored])
+            scores = matrix @ query_vector
+            similarity = {item.key: float(s) for item, s in zip(scored, scores, strict=True)}
+            outcome.best = max(similarity.values(), default=None)
 
     def finer(best: list[recall.Scored]) -> dict[str, list[recall.Item]]:
         inside = _tier0_inside(
@@ -383,6 +462,7 @@ def recall_for(
             outcome.notices.append(RERANK_FAILED.format(reason=_reason(exc)))
             return None
 
+    # Each part is chosen against the whole budget; `_fill` then fits them in the budget's order.
     choice = recall.choose(
         pool,
         mode=tuning.mode,
@@ -392,18 +472,16 @@ def recall_for(
         keyword_match=tuning.keyword_match,
         candidates=tuning.candidates,
         keep=tuning.keep,
-        budget=budget - used,
+        budget=budget,
         count=count,
         rerank=rerank,
         hits=hits,
         ignore=ignore,
         finer=finer if embedder is not None else None,
     )
-    outcome.kept = always + choice.kept
+    cosines = _fact_cosines(room, scopes, query_vector) if candidates and query_vector is not None else {}
     outcome.cut += [r for r in choice.rejected if r.reason == recall.BUDGET]
     if tuning.quotes_on and tuning.quotes > 0 and tuning.mode in (recall.MIXC, recall.SEMANTIC):
-        # Quotes come last in the memory budget: pinned, yours and summaries go first.
-        left = budget - used - sum(count(s.item.text) for s in choice.kept)
         _quotes(
             outcome,
             room,
@@ -415,9 +493,10 @@ def recall_for(
             t,
             tuning,
             ignore,
-            left,
+            budget,
             count,
         )
+    _fill(outcome, always, choice.kept, choose_facts(cosines), scene, budget, count)
     rejected = (
         always_out
         + choice.rejected
@@ -427,6 +506,127 @@ def recall_for(
     _finish(outcome, rejected, started)
     outcome.rejected_count = max(total - len(outcome.kept), len(rejected))
     return outcome
+
+
+FACT_CANDIDATES = 24  # facts nearest by meaning read from the index per reply
+
+
+def _priority(tuning) -> tuple[str, ...]:
+    try:
+        return fact_recall.parse_priority(tuning.budget_priority)
+    except ValueError:
+        return fact_rules.BUDGET_PRIORITY
+
+
+def _fact_candidates(
+    room_id: int, scopes: list[str], witnessed: set[int] | None, t: blocks.Tuning, live_start: int
+) -> tuple[list[fact_recall.Candidate], list[fact_recall.Left]]:
+    """The active facts of the speaker's scopes it was present for, pinned and yours newest
+    first; and those left out as still in the live history or not witnessed."""
+    rows = (
+        Fact.objects.filter(room_id=room_id, scope__in=scopes, status=Fact.Status.ACTIVE)
+        .order_by("-pinned", "-updated_at", "-pk")
+        .values_list(
+            "pk",
+            "text",
+            "category",
+            "confidence",
+            "heat",
+            "pinned",
+            "source",
+            "subjects",
+            "first_seq",
+            "last_seq",
+            "scope",
+        )
+    )
+    found: list[fact_recall.Candidate] = []
+    left: list[fact_recall.Left] = []
+    for pk, text, category, confidence, heat, pinned, source, subjects, first, last, scope in rows:
+        fact = fact_recall.Candidate(
+            id=pk,
+            text=text,
+            category=category,
+            confidence=confidence,
+            heat=heat,
+            pinned=pinned,
+            yours=source == Fact.Source.PERSON,
+            subjects=tuple(str(s) for s in subjects or ()),
+            first_seq=first,
+            last_seq=last,
+            scope=scope,
+        )
+        if first is not None and first >= live_start:
+            left.append(fact_recall.Left(fact, fact_recall.LIVE))
+        elif not fact_recall.witnessed(first, last, witnessed, lambda seq: blocks.block_of(seq, 0, t)):
+            left.append(fact_recall.Left(fact, fact_recall.WITNESS))
+        else:
+            found.append(fact)
+    return found, left
+
+
+def _fact_cosines(room: Room, scopes: list[str], query_vector) -> dict[int, float]:
+    """Each nearby fact's cosine to the query, from the facts index ({} when it cannot be searched)."""
+    try:
+        return {
+            fact.pk: cosine
+            for fact, cosine in facts_query(room, scopes, query_vector.tolist(), FACT_CANDIDATES)
+        }
+    except SearchUnavailable as exc:
+        log.warning("facts: the index could not be searched: %s", exc)
+        return {}
+
+
+def _fill(
+    outcome: Outcome,
+    always: list[recall.Scored],
+    summaries: list[recall.Scored],
+    chosen: fact_recall.Choice,
+    scene: str,
+    budget: int,
+    count: Callable[[str], int],
+) -> None:
+    """Fit everything chosen into the memory budget in the tuned order (`memory.facts.budget_order`):
+    pinned, yours, the scene note, facts, summaries, quotes by default."""
+    # Each entry: (the chosen thing, its text as the Memory section holds it).
+    parts = {
+        "pinned": [(s, s.item.text) for s in always if s.why == recall.PINNED]
+        + [(p, f"- {p.fact.text}") for p in chosen.pinned],
+        "yours": [(s, s.item.text) for s in always if s.why != recall.PINNED]
+        + [(p, f"- {p.fact.text}") for p in chosen.yours],
+        "scene": [(scene, fact_recall.scene_text(scene))] if scene.strip() else [],
+        "facts": [(p, f"- {p.fact.text}") for p in chosen.recalled],
+        "summaries": [(s, s.item.text) for s in sorted(summaries, key=lambda s: -s.score)],
+        "quotes": [(q, q.line) for q in sorted(outcome.quotes, key=lambda q: -q.score)],
+    }
+    # Facts sit in three parts, so their heading is set aside first; the quotes' is paid by the
+    # first quote to go.
+    heading = count(fact_recall.FACTS_HEADING) if chosen.pinned or chosen.yours or chosen.recalled else 0
+    fitted = fact_rules.budget_order(
+        parts,
+        priority=outcome.priority,
+        budget=max(0, budget - heading),
+        cost=lambda entry: count(entry[1]),
+        overhead={"quotes": count(quoting.HEADING)},
+    )
+    taken = {id(entry[0]) for entries in fitted.values() for entry in entries}
+    kept_always = [s for s in always if id(s) in taken]
+    kept_summaries = sorted(
+        (s for s in summaries if id(s) in taken), key=lambda s: (s.item.seq_from, -s.item.tier)
+    )
+    outcome.kept = kept_always + kept_summaries
+    outcome.cut += [
+        recall.Rejected(s.item, recall.BUDGET, s.score or None)
+        for s in [*always, *summaries]
+        if id(s) not in taken
+    ]
+    everyone = [*chosen.pinned, *chosen.yours, *chosen.recalled]
+    outcome.facts = [p for p in everyone if id(p) in taken]
+    outcome.facts_cut = [p for p in everyone if id(p) not in taken]
+    outcome.facts_rejected = recall.sample(chosen.rejected, SAMPLE)  # reasons and scores, as summaries'
+    outcome.scene = scene if fitted.get("scene") else ""
+    outcome.quotes_cut += [q for q in outcome.quotes if id(q) not in taken]
+    outcome.quotes = sorted((q for q in outcome.quotes if id(q) in taken), key=lambda q: q.turn.seq)
 
 
 def _quotes(
@@ -548,13 +748,23 @@ def forget_cached_turns() -> None:
 
 def _finish(outcome: Outcome, rejected: list[recall.Rejected], started: float) -> None:
     """Lay out the kept memories and quotes as text, count them, sample the rejected, stamp the time."""
-    outcome.count = len(outcome.kept) + len(outcome.quotes)
-    outcome.text = "\n\n".join(
-        part for part in (recall.memory_text(outcome.kept), quoting.quotes_text(outcome.quotes)) if part
-    )
+    outcome.count = len(outcome.kept) + len(outcome.quotes) + len(outcome.facts)
+    outcome.text = memory_layout(outcome)
     outcome.rejected = recall.sample(rejected, SAMPLE)
     outcome.rejected_count = len(rejected)
     outcome.ms = (time.perf_counter() - started) * 1000
+
+
+def memory_layout(outcome: Outcome) -> str:
+    """The Memory section's body: the summaries (oldest first), the quotes, the lasting facts,
+    then the scene as it stands (nearest the live history it leads into)."""
+    parts = (
+        recall.memory_text(outcome.kept),
+        quoting.quotes_text(outcome.quotes),
+        fact_recall.facts_text(outcome.facts),
+        fact_recall.scene_text(outcome.scene),
+    )
+    return "\n\n".join(part for part in parts if part)
 
 
 def _always(

@@ -237,6 +237,13 @@
       kept.append(element("li", `${k.label} — ${why}`));
     });
     memoryDetail.append(element("p", d.kept.length ? "Sent with this reply:" : `Nothing recalled${d.why ? `: ${d.why}` : ""}.`, d.kept.length ? "" : "memory-why"), kept);
+    if ((d.facts || []).length) {
+      const sent = element("ul");
+      sent.className = "memory-facts";
+      d.facts.forEach((f) => sent.append(element("li", `${f.label} — ${f.reason}, score ${f.score.toFixed(2)}: “${f.text}”`)));
+      memoryDetail.append(element("p", "Lasting facts:"), sent);
+    }
+    if (d.scene) memoryDetail.append(element("p", "The scene note went too."));
     if ((d.quotes || []).length) {
       const quotes = element("ul");
       quotes.className = "memory-quotes";
@@ -518,6 +525,25 @@
     }
   });
 
+  // Context used: what memory sent with one reply, loaded when its icon is pressed (the host
+  // gets the detail, a member the counts: the server decides).
+  async function toggleContext(item, button) {
+    const open = item.querySelector(".context-used");
+    if (open) {
+      open.remove();
+      button?.setAttribute("aria-expanded", "false");
+      return;
+    }
+    const target = root.dataset.contextUrl.replace("/context/0/", `/context/${button.dataset.variant}/`);
+    const response = await fetch(target, { headers: { Accept: "text/html" } });
+    if (!response.ok) {
+      showNotice("What memory sent with this reply could not be loaded.", false);
+      return;
+    }
+    item.querySelector(".message-foot").after(parse(await response.text()));
+    button.setAttribute("aria-expanded", "true");
+  }
+
   list.addEventListener("click", async (event) => {
     const button = event.target.closest("[data-action]");
     if (!button) return;
@@ -527,6 +553,8 @@
     if (action === "swipe") send({ type: "swipe", message: id, direction: button.dataset.direction });
     else if (action === "more") toggleMenu(item);
     else if (action === "edit") startEdit(item);
+    else if (action === "context") toggleContext(item, button);
+    else if (action === "context-close") toggleContext(item, item.querySelector(".context-toggle"));
     else if (action === "copy") {
       const raw = new DOMParser().parseFromString(item.querySelector("template.raw").innerHTML, "text/html");
       await navigator.clipboard?.writeText(raw.documentElement.textContent);

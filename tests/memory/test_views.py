@@ -53,6 +53,8 @@ def test_memory_tuning_saves_valid_values(host):
         "budget_share": 0.25,
         "quotes_on": "on",
         "quotes": 2,
+        "facts_per_reply": 6,
+        "budget_priority": "pinned, yours, scene, facts, summaries, quotes",
     }
     assert client_for(host).post(reverse("memory:tuning"), data).status_code == 302
     tuning = MemoryTuning.objects.get()
@@ -79,6 +81,8 @@ def test_memory_tuning_turns_quotes_off_and_refuses_more_than_four(host):
         "heading": "Past events",
         "budget_share": 0.25,
         "quotes": 5,
+        "facts_per_reply": 6,
+        "budget_priority": "pinned, yours, scene, facts, summaries, quotes",
     }
     refused = client.post(reverse("memory:tuning"), data)
     assert refused.status_code == 200
@@ -86,6 +90,37 @@ def test_memory_tuning_turns_quotes_off_and_refuses_more_than_four(host):
     assert client.post(reverse("memory:tuning"), {**data, "quotes": 0}).status_code == 302
     tuning = MemoryTuning.objects.get()
     assert (tuning.quotes_on, tuning.quotes) == (False, 0)
+
+
+def test_memory_tuning_sets_the_facts_per_reply_and_the_budget_order_and_names_a_bad_order(host):
+    client = client_for(host)
+    page = client.get(reverse("memory:tuning")).content.decode()
+    assert "Facts per reply" in page and "Memory budget order" in page
+    data = {
+        "enabled": "on",
+        "block_size": 8,
+        "fresh_window": 8,
+        "fan_in": 4,
+        "max_tier": 3,
+        "mode": "mixC",
+        "query_window": 2,
+        "candidates": 8,
+        "keep": 3,
+        "score_floor": 0.35,
+        "heading": "Past events",
+        "budget_share": 0.25,
+        "quotes": 2,
+        "facts_per_reply": 3,
+        "budget_priority": "pinned, yours, facts, notes, summaries, quotes",
+    }
+    refused = client.post(reverse("memory:tuning"), data)
+    assert refused.status_code == 200
+    assert "Unknown part “notes” in the budget priority" in refused.content.decode()
+    assert not MemoryTuning.objects.exists()
+    data["budget_priority"] = "summaries, pinned, yours, scene, facts, quotes"
+    assert client.post(reverse("memory:tuning"), data).status_code == 302
+    tuning = MemoryTuning.objects.get()
+    assert (tuning.facts_per_reply, tuning.budget_priority) == (3, "summaries, pinned, yours, scene, facts, quotes")
 
 
 def test_each_person_switches_their_own_memory(host, people):
