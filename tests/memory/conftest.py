@@ -108,3 +108,24 @@ def chat(host, fake_llm):
         api_base=fake_llm.base_url,
         context_size=4000,
     )
+
+
+def tuning_data(**changes) -> dict:
+    """What the Memory tuning page posts with every setting at its default, then `changes`
+    (a checkbox: True or False; a value of None leaves the field out)."""
+    from django import forms
+
+    from memory.forms import MemoryTuningForm
+    from memory.models import MemoryTuning
+
+    form = MemoryTuningForm(instance=MemoryTuning())
+    values = {name: form[name].value() for name in form.fields if not name.startswith("prompt_")}
+    values.update(changes)
+    data = {}
+    for name, value in values.items():
+        if isinstance(form.fields.get(name), forms.BooleanField):
+            if value:
+                data[name] = "on"
+        elif value is not None:
+            data[name] = value
+    return data

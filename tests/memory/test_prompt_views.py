@@ -8,24 +8,8 @@ from django.urls import reverse
 from memory import prompts
 from memory.models import MemoryTuning
 from tests.factories import client_for, join, make_user
+from tests.memory.conftest import tuning_data
 
-SETTINGS = {
-    "enabled": "on",
-    "block_size": 8,
-    "fresh_window": 8,
-    "fan_in": 4,
-    "max_tier": 3,
-    "mode": "mixC",
-    "query_window": 2,
-    "candidates": 8,
-    "keep": 3,
-    "score_floor": 0.35,
-    "keyword_match": "on",
-    "heading": "Past events",
-    "budget_share": 0.25,
-    "quotes_on": "on",
-    "quotes": 4,
-}
 OWN = "Summarise this for {{pov}} in French.\r\n\r\n{{messages}}\r\n\r\nJSON now."
 
 
@@ -45,12 +29,12 @@ def test_the_prompts_show_the_built_in_text_and_their_placeholders(client):
 
 def test_the_built_in_text_saved_as_shown_stays_the_built_in(client):
     shown = {f"prompt_{kind}": spec.builtin.replace("\n", "\r\n") for kind, spec in prompts.KINDS.items()}
-    assert client.post(reverse("memory:tuning"), {**SETTINGS, **shown}).status_code == 302
+    assert client.post(reverse("memory:tuning"), {**tuning_data(), **shown}).status_code == 302
     assert MemoryTuning.objects.get().custom_prompts == {}
 
 
 def test_a_valid_prompt_is_saved_and_shown_as_the_hosts_own(client):
-    response = client.post(reverse("memory:tuning"), {**SETTINGS, "prompt_block": OWN})
+    response = client.post(reverse("memory:tuning"), {**tuning_data(), "prompt_block": OWN})
     assert response.status_code == 302
     assert MemoryTuning.objects.get().custom_prompts == {"block": OWN.replace("\r\n", "\n")}
     page = client.get(reverse("memory:tuning")).content.decode()
@@ -59,7 +43,7 @@ def test_a_valid_prompt_is_saved_and_shown_as_the_hosts_own(client):
 
 
 def test_an_invalid_prompt_is_refused_by_field_and_nothing_is_saved(client):
-    data = {**SETTINGS, "block_size": 12, "prompt_rollup": "Roll these up for {{char}}."}
+    data = {**tuning_data(), "block_size": 12, "prompt_rollup": "Roll these up for {{char}}."}
     response = client.post(reverse("memory:tuning"), data)
     assert response.status_code == 200
     errors = response.context["form"].errors["prompt_rollup"]
@@ -71,8 +55,8 @@ def test_an_invalid_prompt_is_refused_by_field_and_nothing_is_saved(client):
 
 def test_reset_puts_the_built_in_prompt_back(client):
     own = {"prompt_block": OWN, "prompt_rollup": "Arc:\n{{notes}}"}
-    client.post(reverse("memory:tuning"), {**SETTINGS, **own})
-    response = client.post(reverse("memory:tuning"), {**SETTINGS, "reset": "block"}, follow=True)
+    client.post(reverse("memory:tuning"), {**tuning_data(), **own})
+    response = client.post(reverse("memory:tuning"), {**tuning_data(), "reset": "block"}, follow=True)
     assert "Block summaries: the built-in prompt is back in use." in response.content.decode()
     assert MemoryTuning.objects.get().custom_prompts == {"rollup": "Arc:\n{{notes}}"}
     assert client.post(reverse("memory:tuning"), {"reset": "nonsense"}).status_code == 400
@@ -83,7 +67,7 @@ def test_members_can_neither_save_nor_reset_prompts(host, room):
     join(room, member)
     MemoryTuning.objects.create(pk=1, custom_prompts={"block": OWN})
     outsider = client_for(member)
-    data = {**SETTINGS, "prompt_block": "{{messages}}"}
+    data = {**tuning_data(), "prompt_block": "{{messages}}"}
     assert outsider.post(reverse("memory:tuning"), data).status_code == 403
     assert outsider.post(reverse("memory:tuning"), {"reset": "block"}).status_code == 403
     assert MemoryTuning.objects.get().custom_prompts == {"block": OWN}

@@ -10,6 +10,7 @@ import pytest
 
 from memory import prompts
 from memory.drafts import Draft, Line
+from memory.manager import manager_messages
 from memory.summarize import block_messages, rollup_messages
 
 # The requests the summariser sent before its prompts could be rewritten, for these inputs.
@@ -55,6 +56,12 @@ def test_the_built_in_text_given_as_a_template_is_the_built_in_prompt(kind):
     if kind == "block":
         as_typed = block_messages(case["lines"], pov="Maren", template=prompts.builtin(kind))
         assert as_typed == block_messages(case["lines"], pov="Maren")
+    elif kind == "manager":
+        as_typed = manager_messages(case["lines"], [], pov="Maren", template=prompts.builtin(kind))
+        assert as_typed == manager_messages(case["lines"], [], pov="Maren")
+        assert as_typed[0]["content"].startswith("You keep the lasting facts of a long roleplay chat")
+        assert "Maren's own memory" in as_typed[0]["content"] and "{{" not in as_typed[0]["content"]
+        assert as_typed[1]["content"].startswith("Facts kept:\n(none yet)\n\nTranscript:\n#")
     else:
         as_typed = rollup_messages(CHILDREN, tier=2, pov="Ada", template=prompts.builtin(kind))
         assert as_typed == rollup_messages(CHILDREN, tier=2, pov="Ada")

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from memory.models import MemoryTuning
 from tests.factories import client_for, join, make_user
+from tests.memory.conftest import tuning_data
 
 
 @pytest.fixture
@@ -37,25 +38,7 @@ def test_memory_tuning_is_for_the_owner_and_admins(host, people):
 
 
 def test_memory_tuning_saves_valid_values(host):
-    data = {
-        "enabled": "on",
-        "block_size": 10,
-        "fresh_window": 6,
-        "fan_in": 4,
-        "max_tier": 2,
-        "mode": "semantic",
-        "query_window": 2,
-        "candidates": 8,
-        "keep": 3,
-        "score_floor": 0.4,
-        "keyword_match": "on",
-        "heading": "Past events",
-        "budget_share": 0.25,
-        "quotes_on": "on",
-        "quotes": 2,
-        "facts_per_reply": 6,
-        "budget_priority": "pinned, yours, scene, facts, summaries, quotes",
-    }
+    data = tuning_data(block_size=10, fresh_window=6, max_tier=2, mode="semantic", score_floor=0.4, quotes=2)
     assert client_for(host).post(reverse("memory:tuning"), data).status_code == 302
     tuning = MemoryTuning.objects.get()
     assert (tuning.block_size, tuning.fresh_window, tuning.mode) == (10, 6, "semantic")
@@ -66,24 +49,7 @@ def test_memory_tuning_turns_quotes_off_and_refuses_more_than_four(host):
     client = client_for(host)
     page = client.get(reverse("memory:tuning")).content.decode()
     assert "Quotes per reply" in page and "Also bring back short passages" in page
-    data = {
-        "enabled": "on",
-        "block_size": 8,
-        "fresh_window": 8,
-        "fan_in": 4,
-        "max_tier": 3,
-        "mode": "mixC",
-        "query_window": 2,
-        "candidates": 8,
-        "keep": 3,
-        "score_floor": 0.35,
-        "keyword_match": "on",
-        "heading": "Past events",
-        "budget_share": 0.25,
-        "quotes": 5,
-        "facts_per_reply": 6,
-        "budget_priority": "pinned, yours, scene, facts, summaries, quotes",
-    }
+    data = tuning_data(quotes_on=False, quotes=5)
     refused = client.post(reverse("memory:tuning"), data)
     assert refused.status_code == 200
     assert "less than or equal to 4" in refused.content.decode()
@@ -96,23 +62,13 @@ def test_memory_tuning_sets_the_facts_per_reply_and_the_budget_order_and_names_a
     client = client_for(host)
     page = client.get(reverse("memory:tuning")).content.decode()
     assert "Facts per reply" in page and "Memory budget order" in page
-    data = {
-        "enabled": "on",
-        "block_size": 8,
-        "fresh_window": 8,
-        "fan_in": 4,
-        "max_tier": 3,
-        "mode": "mixC",
-        "query_window": 2,
-        "candidates": 8,
-        "keep": 3,
-        "score_floor": 0.35,
-        "heading": "Past events",
-        "budget_share": 0.25,
-        "quotes": 2,
-        "facts_per_reply": 3,
-        "budget_priority": "pinned, yours, facts, notes, summaries, quotes",
-    }
+    data = tuning_data(
+        keyword_match=False,
+        quotes_on=False,
+        quotes=2,
+        facts_per_reply=3,
+        budget_priority="pinned, yours, facts, notes, summaries, quotes",
+    )
     refused = client.post(reverse("memory:tuning"), data)
     assert refused.status_code == 200
     assert "Unknown part “notes” in the budget priority" in refused.content.decode()
@@ -120,7 +76,10 @@ def test_memory_tuning_sets_the_facts_per_reply_and_the_budget_order_and_names_a
     data["budget_priority"] = "summaries, pinned, yours, scene, facts, quotes"
     assert client.post(reverse("memory:tuning"), data).status_code == 302
     tuning = MemoryTuning.objects.get()
-    assert (tuning.facts_per_reply, tuning.budget_priority) == (3, "summaries, pinned, yours, scene, facts, quotes")
+    assert (tuning.facts_per_reply, tuning.budget_priority) == (
+        3,
+        "summaries, pinned, yours, scene, facts, quotes",
+    )
 
 
 def test_each_person_switches_their_own_memory(host, people):
