@@ -54,19 +54,25 @@ from rooms.models import Message, Room, Variant
 
 LIVE = 8  # the live window: the last 8 turns are in the prompt, not in memory
 CONTEXT = 8192  # tokens of context the memory budget is a share of
+NO_FACTS = {"facts_per_reply": 0}
 MEMORY_SYSTEMS = {
-    # name: (room, tuning changes)
-    "mixC_extractive": ("extractive", {}),
-    "mixC_observation": ("observation", {}),
-    "semantic_observation": ("observation", {"mode": "semantic"}),
-    "nokeyword_observation": ("observation", {"keyword_match": False}),
-    "tier0_observation": ("observation", {"max_tier": 0}),
-    "noquotes_observation": ("observation", {"quotes_on": False}),
-    "noquotes_extractive": ("extractive", {"quotes_on": False}),
+    # name: (room, tuning changes). Both rooms hold facts (the memory cycle runs in every
+    # catch-up); the summaries-only systems recall none of them.
+    "mixC_extractive": ("extractive", NO_FACTS),
+    "mixC_observation": ("observation", NO_FACTS),
+    "semantic_observation": ("observation", {**NO_FACTS, "mode": "semantic"}),
+    "nokeyword_observation": ("observation", {**NO_FACTS, "keyword_match": False}),
+    "tier0_observation": ("observation", {**NO_FACTS, "max_tier": 0}),
+    "noquotes_observation": ("observation", {**NO_FACTS, "quotes_on": False}),
+    "noquotes_extractive": ("extractive", {**NO_FACTS, "quotes_on": False}),
+    "facts_observation": ("observation", {}),  # summaries + the observation stand-in's facts
+    "facts_extractive": ("extractive", {}),  # summaries + the built-in extractor's facts
 }
 BASELINES = ("bm25_turns", "dense_turns", "dense_chunk8", "recency")
 SYSTEMS = (*MEMORY_SYSTEMS, *BASELINES)
-DEFAULT = "mixC_observation"  # the system whose words set the baselines' budget
+BUDGET_SYSTEM = "mixC_observation"  # the system whose words set the baselines' budget
+FACTS_SYSTEM = "facts_observation"
+FACTS_MARGIN = 0.05  # answer containment (categories 1–4) summaries + facts must gain to be the default
 
 
 # The observation Utility model -------------------------------------------------------------------
@@ -80,7 +86,9 @@ class ObservationModel:
 
     A block prompt is answered with the facts whose dia ids lie among the block's turns (found by
     their text), headed with the speakers and the session dates; a roll-up prompt with its notes'
-    facts, cut to the normal number of facts (at least one from each note first).
+    facts, cut to the normal number of facts (at least one from each note first). The memory
+    manager (a request with tools) is answered with a create_fact call for each of those facts
+    of the block: what a Utility model would extract, as the summaries stand in for its notes.
     """
 
     def __init__(self) -> None:
@@ -102,7 +110,14 @@ class ObservationModel:
                 if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": "no route", "type": "not_found"}})
                     return
-                text = model.answer(body.get("messages") or [])
+                messages = body.get("messages") or []
+                if body.get("tools"):
+                    calls = model.manage(messages)
+                    message = {"role": "assistant", "content": None, "tool_calls": calls}
+                    finish = "tool_calls" if calls else "stop"
+                else:
+                    message = {"role": "assistant", "content": model.answer(messages)}
+                    finish = "stop"
                 self._send(
                     200,
                     {
@@ -110,13 +125,7 @@ class ObservationModel:
                         "object": "chat.completion",
                         "created": int(time.time()),
                         "model": body.get("model", "observation"),
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
-                            }
-                        ],
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                     },
                 )
@@ -166,6 +175,47 @@ class ObservationModel:
             return json.dumps(self._rollup(conversation, prompt))
         return json.dumps(self._block(conversation, by_text, prompt))
 
+    def manage(self, messages: list[dict]) -> list[dict]:
+        """The memory manager's tool calls for one block: create each of its observation facts."""
+        with self._lock:
+            self.requests += 1
+            conversation, by_text = self.conversation, self.by_text
+        prompt = str(messages[-1].get("content", "")) if messages else ""
+        if conversation is None:
+            return []
+        _, _, transcript = prompt.partition("Transcript:\n")
+        ids = self._ids(by_text, transcript)
+        facts = list(
+            dict.fromkeys(fact for fact, keys in conversation.facts if any(key in ids for key in keys))
+        )
+        speakers = (conversation.speaker_a, conversation.speaker_b)
+        calls = []
+        for fact in facts:
+            subjects = [name for name in speakers if name in fact]
+            subjects += [name for name in extractive.proper_names(fact) if name not in subjects]
+            arguments = {"text": fact, "category": "event", "subjects": subjects[:8], "confidence": 0.9}
+            calls.append(
+                {
+                    "id": f"call_{secrets.token_hex(4)}",
+                    "type": "function",
+                    "function": {"name": "create_fact", "arguments": json.dumps(arguments)},
+                }
+            )
+        return calls
+
+    def _ids(self, by_text: dict, transcript: str) -> set[str]:
+        """The dia ids of the transcript's lines (found by their text)."""
+        ids: set[str] = set()
+        for line in transcript.splitlines():
+            match = _LINE_RE.match(line)
+            if not match:
+                continue
+            found = by_text.get(match[3], [])
+            if len(found) > 1:  # the same words said twice: the line's own seq decides
+                found = [pair for pair in found if pair[0] == int(match[1])] or found[:1]
+            ids.update(dia for _, dia in found)
+        return ids
+
     def _names(self, conversation: locomo.Conversation) -> str:
         return f"{conversation.speaker_a} and {conversation.speaker_b}"
 
@@ -176,15 +226,7 @@ class ObservationModel:
 
     def _block(self, conversation: locomo.Conversation, by_text: dict, prompt: str) -> dict:
         _, _, transcript = prompt.partition("Transcript:\n")
-        ids: set[str] = set()
-        for line in transcript.splitlines():
-            match = _LINE_RE.match(line)
-            if not match:
-                continue
-            found = by_text.get(match[3], [])
-            if len(found) > 1:  # the same words said twice: the line's own seq decides
-                found = [pair for pair in found if pair[0] == int(match[1])] or found[:1]
-            ids.update(dia for _, dia in found)
+        ids = self._ids(by_text, transcript)
         facts = [fact for fact, keys in conversation.facts if any(key in ids for key in keys)]
         facts = list(dict.fromkeys(facts))
         days = [turn.when for turn in conversation.turns if turn.dia_id in ids]
@@ -257,7 +299,8 @@ class Bench:
                 results["while_backfilling"] = self._while_backfilling()
         kit.write_json(out, results)
         print(locomo.format_table(results["systems"]))
-        print(f"questions: {results['n_questions']}")
+        print(f"questions: {results['n_questions']}; default: {results['default']}")
+        print("facts written: " + ", ".join(f"{k} {v:,}" for k, v in results["facts_written"].items()))
         scale = results.get("scale_100k")
         if scale:
             lat = scale["latency_ms"]
@@ -359,6 +402,7 @@ class Bench:
         budget = int(CONTEXT * tuning.budget_share)
         variants = {name: _variant(tuning, **changes) for name, (_, changes) in MEMORY_SYSTEMS.items()}
         records: dict[str, list[dict]] = {name: [] for name in SYSTEMS}
+        facts_written = {"extractive": 0, "observation": 0}
         extractive_host = self._user("extractive")
         observation_host = self._user("observation")
         model = ObservationModel().start()
@@ -389,6 +433,7 @@ class Bench:
                 rooms["observation"] = room
                 built_observation = time.perf_counter() - clock
                 for name, room in rooms.items():
+                    facts_written[name] += models.Fact.objects.filter(room=room).count()
                     if not memory_on(room, tuning):
                         raise kit.BenchError(f"memory is off for the {name} room: check the tuning and host")
                 self.progress(
@@ -399,8 +444,14 @@ class Bench:
                     + (f" ({'; '.join(report_obs.problems)[:200]})" if report_obs.problems else "")
                 )
                 questions = conversation.questions[: per_conversation or None]
-                default_room = rooms[MEMORY_SYSTEMS[DEFAULT][0]]
-                self.last = (conversation, questions, seqs, default_room, variants[DEFAULT])
+                default = _default(records)
+                self.last = (
+                    conversation,
+                    questions,
+                    seqs,
+                    rooms[MEMORY_SYSTEMS[default][0]],
+                    variants[default],
+                )
                 clock = time.perf_counter()
                 self._ask(conversation, questions, seqs, rooms, variants, budget, records)
                 self.progress(
@@ -411,8 +462,9 @@ class Bench:
             model.stop()
         return {
             "systems": {name: _summary(records[name]) for name in SYSTEMS},
-            "n_questions": len(records[DEFAULT]),
-            "default": DEFAULT,
+            "n_questions": len(records[BUDGET_SYSTEM]),
+            "default": _default(records),
+            "facts_written": facts_written,
         }
 
     def _ask(self, conversation, questions, seqs, rooms, variants, budget, records) -> None:
@@ -451,9 +503,12 @@ class Bench:
                 if outcome.notices:
                     self.progress(f"{name}: {'; '.join(outcome.notices)}")
                 count = locomo.word_count(outcome.text)
-                if name == DEFAULT:
+                if name == BUDGET_SYSTEM:
                     words = count
                 ranges = [(s.item.seq_from, s.item.seq_to) for s in outcome.kept]
+                ranges += [
+                    (p.fact.first_seq, p.fact.last_seq) for p in outcome.facts if p.fact.first_seq is not None
+                ]
                 ranges += [(q.turn.seq, q.turn.seq) for q in getattr(outcome, "quotes", ())]
                 records[name].append(
                     _record(qa, outcome.text, locomo.evidence_coverage(evidence, ranges), count, ms)
@@ -597,6 +652,16 @@ def _matrix(vectors: list[list[float]]):
     import numpy as np
 
     return np.asarray(vectors, dtype=np.float32).reshape(len(vectors), DIMENSIONS)
+
+
+def _default(records: dict[str, list[dict]]) -> str:
+    """The default system: summaries + facts once they beat summaries alone by FACTS_MARGIN of
+    answer containment on categories 1–4, else summaries alone."""
+    facts = _summary(records[FACTS_SYSTEM])["answer_containment"].get(locomo.POOLED)
+    alone = _summary(records[BUDGET_SYSTEM])["answer_containment"].get(locomo.POOLED)
+    if facts is not None and alone is not None and facts >= alone + FACTS_MARGIN:
+        return FACTS_SYSTEM
+    return BUDGET_SYSTEM
 
 
 def _variant(tuning, **changes):

@@ -156,6 +156,9 @@ def test_the_benchmark_writes_every_system_with_scores_in_range(tmp_path, capsys
     default = result["systems"]["mixC_observation"]
     assert default["words_mean"] > 0
     assert result["systems"]["bm25_turns"]["words_mean"] <= default["words_mean"]
+    # The memory cycle gave both rooms facts: the stand-in's observations and the extractor's.
+    assert result["facts_written"]["observation"] > 0 and result["facts_written"]["extractive"] >= 0
+    assert result["default"] in ("mixC_observation", "facts_observation")
     scale = result["scale_100k"]
     assert scale["messages"] == 2000 and scale["pool"] > 0
     assert 0 < scale["latency_ms"]["p50"] <= scale["latency_ms"]["p95"]
