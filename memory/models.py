@@ -25,6 +25,11 @@ class MemoryTuning(models.Model):
         CHRONOLOGICAL = "chronological", "Chronological (no search)"
         OFF = "off", "Off"
 
+    class RunMode(models.TextChoices):
+        AUTOMATIC = "automatic", "Automatic (after each reply)"
+        ASK = "ask", "Ask first"
+        MANUAL = "manual", "Manual"
+
     enabled = models.BooleanField("Memory on", default=True)
     block_size = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(2), MaxValueValidator(64)], help_text="Messages per summary."
@@ -78,6 +83,20 @@ class MemoryTuning(models.Model):
         default=0.25,
         validators=[MinValueValidator(0.01), MaxValueValidator(0.9)],
         help_text="Share of the context all memory text may take.",
+    )
+    run_solo = models.CharField(
+        "Memory work in solo chats",
+        max_length=10,
+        choices=RunMode.choices,
+        default=RunMode.AUTOMATIC,
+        help_text="When summaries are written: after each reply, once the host says so, or only on request.",
+    )
+    run_group = models.CharField(
+        "Memory work in group chats",
+        max_length=10,
+        choices=RunMode.choices,
+        default=RunMode.AUTOMATIC,
+        help_text="The same for chats with several characters or other people in them.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -295,7 +314,7 @@ class Fact(models.Model):
 
 
 class RoomMemory(models.Model):
-    """Per-room memory state: the last problem, and a backfill's progress."""
+    """Per-room memory state: the last problem, a backfill's progress, the "Ask first" batches."""
 
     class Backfill(models.TextChoices):
         IDLE = "idle", "Idle"
@@ -321,6 +340,10 @@ class RoomMemory(models.Model):
     scene_note_source = models.CharField(max_length=8, blank=True)
     scene_note_seq = models.IntegerField(default=-1)
     scene_note_at = models.DateTimeField(null=True, blank=True)
+    # "Ask first": the last message of the batch the host was last asked about (asked once per
+    # batch), and of the batch they skipped (not asked again until a later batch is due).
+    asked_to_seq = models.IntegerField(default=-1)
+    skipped_to_seq = models.IntegerField(default=-1)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -27,11 +27,14 @@ from memory.selectors import (
     tuning_get,
 )
 from memory.services.indexing import index_room
-from memory.services.summaries import ProviderTrouble, forget, write_summary
+from memory.services.summaries import OnText, ProviderTrouble, forget, write_summary
 from orbchat.connections.selectors import model_roles_get
 from rooms.models import Room, Seat
 
 log = logging.getLogger(__name__)
+
+# Hears a cycle's stages: (name, done, total).
+OnStage = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -46,7 +49,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
 
-def _summary_states(room: Room, scope: str, *, upgrade: bool) -> dict[tuple[int, int], str]:
+def summary_states(room: Room, scope: str, *, upgrade: bool) -> dict[tuple[int, int], str]:
     """Each summary's state for the planner; a forgotten one counts as a person's (never rewritten)."""
     states = {(tier, block): "person" for scope_, tier, block in forgotten_blocks(room) if scope_ == scope}
     for tier, block, source, stale in Summary.objects.filter(room=room, scope=scope).values_list(
@@ -83,8 +86,14 @@ def catch_up(
     on_provider_error: str = "raise",
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    on_stage: OnStage | None = None,
+    on_text: OnText | None = None,
 ) -> Report:
     """Bring a room's memory up to date: write what is due, drop what is obsolete, index the rest.
+
+    `on_stage(name, done, total)` hears each stage as it goes ("summaries" n of m, then "index");
+    `on_text` gets the Utility model's answers as they stream. `cancelled` is asked before each
+    summary: a cancelled run stops there, with every summary written so far whole.
 
     `upgrade` rewrites extractive summaries with the Utility model (backfill). With
     `on_provider_error="fallback"`, a failing Utility model is replaced by the extractive
@@ -105,7 +114,7 @@ def catch_up(
     scopes = _scopes(room, existing_seqs, t)
     plans = []
     for scope, pov, seen in scopes:
-        states = _summary_states(room, scope, upgrade=upgrade)
+        states = summary_states(room, scope, upgrade=upgrade)
         plans.append(
             (
                 scope,
@@ -117,6 +126,8 @@ def catch_up(
         )
     total = sum(len(p.write) for _, _, p in plans)
     done = 0
+    stage = on_stage or (lambda *_: None)
+    stage("summaries", done, total)
     clock = time.perf_counter()
     for scope, pov, plan in plans:
         for tier, block in plan.write:
@@ -126,7 +137,14 @@ def catch_up(
                 progress(done, total)  # also a sign of life before a slow model call
             try:
                 summary = write_summary(
-                    room=room, scope=scope, tier=tier, block=block, t=t, pov=pov, utility=utility
+                    room=room,
+                    scope=scope,
+                    tier=tier,
+                    block=block,
+                    t=t,
+                    pov=pov,
+                    utility=utility,
+                    on_text=on_text,
                 )
             except ProviderTrouble as exc:
                 if on_provider_error == "raise":
@@ -138,6 +156,7 @@ def catch_up(
                 )
             report.written += summary is not None
             done += 1
+            stage("summaries", done, total)
             if progress:
                 progress(done, total)
         obsolete = plan.obsolete + plan.obsolete_person
@@ -145,11 +164,13 @@ def catch_up(
             report.deleted += forget(room=room, scope=scope, blocks_=obsolete)
     report.summarise_s = time.perf_counter() - clock
     beat = (lambda: progress(done, total)) if progress else None
+    stage("index", 0, 1)
     indexed = index_room(room, fresh_start=plans[0][2].fresh_start, t=t, beat=beat)
     report.indexed = indexed.memories + indexed.scenes + indexed.facts
     report.scenes_indexed = indexed.scenes
     report.index_memories_s = indexed.memories_s
     report.index_scenes_s = indexed.scenes_s
+    stage("index", 1, 1)
     RoomMemory.objects.update_or_create(
         room=room,
         defaults={"last_run_at": timezone.now(), "last_error": "; ".join(report.problems)[:2000]},
