@@ -163,7 +163,7 @@ def _cycle(room_id: int, beat: Callable[[], None], **options) -> None:
             on_text=push.text,
             **options,
         )
-    except Exception:
+    except ProviderTrouble:
         push.push("failed", now=True)
         raise
     push.push("cancelled" if cycle.cycle_cancelled(room_id) else "done", now=True)

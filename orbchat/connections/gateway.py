@@ -284,7 +284,8 @@ def stream(
     timeout: float = 60,
     **params,
 ) -> Iterator[str]:
-    """Yield the text of one streamed completion as it arrives (a text target as in `complete`)."""
+    """Yield the text of one streamed completion as it arrives, piece by piece, never an empty one
+    (a text target as in `complete`)."""
     import litellm
 
     check(target)
@@ -293,16 +294,16 @@ def stream(
             messages, template, {"timeout": timeout, "num_retries": 0, "stream": True, **params}
         )
         for chunk in litellm.text_completion(**_text_request(target, call)):
-            if chunk.choices:
-                yield chunk.choices[0].text or ""
+            if chunk.choices and chunk.choices[0].text:
+                yield chunk.choices[0].text
         return
     for chunk in litellm.completion(
         **_request(
             target, {"messages": messages, "stream": True, "timeout": timeout, "num_retries": 0, **params}
         )
     ):
-        if chunk.choices:
-            yield chunk.choices[0].delta.content or ""
+        if chunk.choices and chunk.choices[0].delta.content:
+            yield chunk.choices[0].delta.content
 
 
 async def acomplete(

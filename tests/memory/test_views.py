@@ -53,9 +53,12 @@ def test_memory_tuning_saves_valid_values(host):
         "budget_share": 0.25,
         "quotes_on": "on",
         "quotes": 2,
+        "run_solo": "ask",
+        "run_group": "manual",
     }
     assert client_for(host).post(reverse("memory:tuning"), data).status_code == 302
     tuning = MemoryTuning.objects.get()
+    assert (tuning.run_solo, tuning.run_group) == ("ask", "manual")
     assert (tuning.block_size, tuning.fresh_window, tuning.mode) == (10, 6, "semantic")
     assert (tuning.quotes_on, tuning.quotes) == (True, 2)
 
@@ -79,6 +82,8 @@ def test_memory_tuning_turns_quotes_off_and_refuses_more_than_four(host):
         "heading": "Past events",
         "budget_share": 0.25,
         "quotes": 5,
+        "run_solo": "automatic",
+        "run_group": "automatic",
     }
     refused = client.post(reverse("memory:tuning"), data)
     assert refused.status_code == 200
