@@ -15,6 +15,7 @@ from django.urls import reverse
 from memory import runmodes
 from memory.models import MemoryTuning, Summary
 from memory.selectors import block_tuning, tuning_get
+from memory.services import catch_up as passes
 from memory.services import cycle
 from memory.services.summaries import write_summary
 from orbchat.connections.selectors import model_roles_get
@@ -23,6 +24,7 @@ from tests.factories import client_for, join, make_user
 from tests.fakes.llm import Reply
 from tests.memory.conftest import add_story, story_room
 from tests.memory.test_tasks import finish_a_reply, set_utility, wait_for
+from tests.memory.test_writing import answer, text_utility  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -155,6 +157,22 @@ def test_the_streamed_summary_is_the_same_as_the_one_written_without_streaming(r
     assert (
         streamed.pk == plain.pk and streamed.text == plain.text and "Maren keeps the light" in streamed.text
     )
+
+
+def test_a_text_completion_utility_model_streams_in_its_template_and_writes_the_same(
+    room, text_utility, fake_llm  # noqa: F811
+):
+    fake_llm.script(answer())
+    story_room(room, 16)
+    pieces: list[str] = []
+    stages: list[tuple[str, int, int]] = []
+    passes.catch_up(room.pk, on_text=pieces.append, on_stage=lambda *stage: stages.append(stage))
+    summary = Summary.objects.get(room=room, tier=0, block=0)
+    assert summary.facts == ["The brass key opens the cellar."]
+    (request,) = fake_llm.completions()
+    assert request.body["stream"] is True and request.body["prompt"].startswith("<|im_start|>system\n")
+    assert "".join(pieces) == answer().text
+    assert stages == [("summaries", 0, 1), ("summaries", 1, 1), ("index", 0, 1), ("index", 1, 1)]
 
 
 class TestInTheWorker:
