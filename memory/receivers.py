@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from memory import selectors
-from memory.services import cycle, indexing, summaries
+from memory.services import indexing, runs, summaries
 
 
 def reply_committed(sender, *, room_id: int, **kwargs) -> None:
-    cycle.reply_arrived(room_id=room_id)
+    runs.reply_arrived(room_id=room_id)
 
 
 def messages_changed(sender, *, room_id: int, seqs: list[int], **kwargs) -> None:

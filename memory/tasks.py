@@ -20,7 +20,7 @@ from redis.lock import Lock
 from memory import jobs, runmodes, selectors
 from memory.models import VectorIndex
 from memory.services import catch_up as passes
-from memory.services import cycle, indexing
+from memory.services import indexing, runs
 from memory.services.summaries import ProviderTrouble
 from orbchat import redis
 from orbchat.connections.embedding import EmbedderFailed
@@ -158,7 +158,7 @@ def _cycle(room_id: int, beat: Callable[[], None], **options) -> None:
         passes.catch_up(
             room_id,
             progress=lambda *_: beat(),
-            cancelled=lambda: cycle.cycle_cancelled(room_id),
+            cancelled=lambda: runs.cycle_cancelled(room_id),
             on_stage=push.stage,
             on_text=push.text,
             **options,
@@ -166,8 +166,8 @@ def _cycle(room_id: int, beat: Callable[[], None], **options) -> None:
     except ProviderTrouble:
         push.push("failed", now=True)
         raise
-    push.push("cancelled" if cycle.cycle_cancelled(room_id) else "done", now=True)
-    cycle.cycle_ended(room_id)
+    push.push("cancelled" if runs.cycle_cancelled(room_id) else "done", now=True)
+    runs.cycle_ended(room_id)
 
 
 @shared_task(

@@ -17,7 +17,7 @@ from memory.forms import (
     RebuildForm,
     RememberForm,
 )
-from memory.services import cycle, person
+from memory.services import person, runs
 from memory.services import tuning as tuning_services
 from rooms import permissions
 
@@ -93,7 +93,7 @@ def _cycle_answer(request: HttpRequest, room, text: str) -> HttpResponse:
 def cycle_start(request: HttpRequest, pk: int) -> HttpResponse:
     """Start now / Update memory now: run the room's memory cycle (the host only)."""
     room = permissions.room_for_host(request.user, pk)
-    cycle.cycle_start(room=room)
+    runs.cycle_start(room=room)
     return _cycle_answer(request, room, "Updating memory…")
 
 
@@ -101,7 +101,7 @@ def cycle_start(request: HttpRequest, pk: int) -> HttpResponse:
 def cycle_skip(request: HttpRequest, pk: int) -> HttpResponse:
     """Skip: not now; asked again once more messages make a new batch due (the host only)."""
     room = permissions.room_for_host(request.user, pk)
-    cycle.batch_skip(room=room)
+    runs.batch_skip(room=room)
     return _cycle_answer(request, room, "Skipped; you will be asked again after more messages.")
 
 
@@ -109,7 +109,7 @@ def cycle_skip(request: HttpRequest, pk: int) -> HttpResponse:
 def cycle_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel the running cycle after the model call it is in (the host only)."""
     room = permissions.room_for_host(request.user, pk)
-    cycle.cycle_cancel(room=room)
+    runs.cycle_cancel(room=room)
     return _cycle_answer(request, room, "Memory update stops after the current step.")
 
 

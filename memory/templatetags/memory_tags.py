@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import template
 
 from memory.selectors import builtin_rewrite, summariser_status
-from memory.services import cycle
+from memory.services import runs
 
 register = template.Library()
 
@@ -33,11 +33,11 @@ def memory_cycle(context, room) -> dict:
     """For the host of `room`: the "Update memory?" prompt while a batch waits, and the panel of a
     running memory cycle (filled live from the socket). Nothing at all for anyone else."""
     host = _is_host(context, room)
-    return {"host": host, "room": room, "ask": cycle.ask_prompt(room) if host else None}
+    return {"host": host, "room": room, "ask": runs.ask_prompt(room) if host else None}
 
 
 @register.inclusion_tag("memory/_update_now.html", takes_context=True)
 def memory_update_now(context, room) -> dict:
     """For the host of `room` when memory does not run by itself: "Update memory now"."""
     host = _is_host(context, room)
-    return {"host": host, "room": room, "mode": cycle.run_mode(room) if host else ""}
+    return {"host": host, "room": room, "mode": runs.run_mode(room) if host else ""}

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0010_scene_note'),
+        ('memory', '0013_factrecall_tuning'),
     ]
 
     operations = [

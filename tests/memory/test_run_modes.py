@@ -16,7 +16,7 @@ from memory import runmodes
 from memory.models import MemoryTuning, Summary
 from memory.selectors import block_tuning, tuning_get
 from memory.services import catch_up as passes
-from memory.services import cycle
+from memory.services import runs
 from memory.services.summaries import write_summary
 from orbchat.connections.selectors import model_roles_get
 from orbchat.consumers import user_group
@@ -119,9 +119,9 @@ def test_skip_hides_the_prompt_until_more_messages_make_a_new_batch_due(room, ho
 
 def test_a_group_chat_takes_the_group_mode(room, host):
     run_modes(solo="automatic", group="ask")
-    assert cycle.run_mode(room) == runmodes.AUTOMATIC
+    assert runs.run_mode(room) == runmodes.AUTOMATIC
     join(room, make_user(actor=host, username="guest"))
-    assert cycle.run_mode(room) == runmodes.ASK
+    assert runs.run_mode(room) == runmodes.ASK
 
 
 def test_a_member_never_gets_the_prompt_and_may_not_start_skip_or_cancel(room, host):
