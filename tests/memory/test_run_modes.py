@@ -161,8 +161,8 @@ def test_the_streamed_summary_is_the_same_as_the_one_written_without_streaming(r
 
 def test_a_text_completion_utility_model_streams_in_its_template_and_writes_the_same(
     room,
-    text_utility,
-    fake_llm,  # noqa: F811
+    text_utility,  # noqa: F811 - the fixture imported above
+    fake_llm,
 ):
     fake_llm.script(answer())
     story_room(room, 16)
