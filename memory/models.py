@@ -35,6 +35,11 @@ class MemoryTuning(models.Model):
         CHRONOLOGICAL = "chronological", "Chronological (no search)"
         OFF = "off", "Off"
 
+    class RunMode(models.TextChoices):
+        AUTOMATIC = "automatic", "Automatic (after each reply)"
+        ASK = "ask", "Ask first"
+        MANUAL = "manual", "Manual"
+
     enabled = models.BooleanField("Memory on", default=True)
     block_size = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(2), MaxValueValidator(64)], help_text="Messages per summary."
@@ -121,6 +126,20 @@ class MemoryTuning(models.Model):
         validators=[MinValueValidator(100), MaxValueValidator(20000)],
         help_text="Tokens the hot facts of one memory set may take; the least important beyond it are "
         "forgotten (restorable).",
+    )
+    run_solo = models.CharField(
+        "Memory work in solo chats",
+        max_length=10,
+        choices=RunMode.choices,
+        default=RunMode.AUTOMATIC,
+        help_text="When summaries are written: after each reply, once the host says so, or only on request.",
+    )
+    run_group = models.CharField(
+        "Memory work in group chats",
+        max_length=10,
+        choices=RunMode.choices,
+        default=RunMode.AUTOMATIC,
+        help_text="The same for chats with several characters or other people in them.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -341,7 +360,7 @@ class Fact(models.Model):
 
 
 class RoomMemory(models.Model):
-    """Per-room memory state: the last problem, and a backfill's progress."""
+    """Per-room memory state: the last problem, a backfill's progress, the "Ask first" batches."""
 
     class Backfill(models.TextChoices):
         IDLE = "idle", "Idle"
@@ -369,6 +388,10 @@ class RoomMemory(models.Model):
     scene_note_at = models.DateTimeField(null=True, blank=True)
     # When the memory cycle last cooled the room's facts: a fact recalled since then keeps its heat.
     facts_cycle_at = models.DateTimeField(null=True, blank=True)
+    # "Ask first": the last message of the batch the host was last asked about (asked once per
+    # batch), and of the batch they skipped (not asked again until a later batch is due).
+    asked_to_seq = models.IntegerField(default=-1)
+    skipped_to_seq = models.IntegerField(default=-1)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

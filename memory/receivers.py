@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from memory import jobs, selectors
-from memory.services import indexing, summaries
+from memory import selectors
+from memory.services import indexing, runs, summaries
 
 
 def reply_committed(sender, *, room_id: int, **kwargs) -> None:
-    jobs.enqueue_catch_up(room_id)
+    runs.reply_arrived(room_id=room_id)
 
 
 def messages_changed(sender, *, room_id: int, seqs: list[int], **kwargs) -> None:

@@ -17,10 +17,10 @@ from django.conf import settings
 from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock
 
-from memory import jobs, selectors
+from memory import jobs, runmodes, selectors
 from memory.models import VectorIndex
 from memory.services import catch_up as passes
-from memory.services import cycle, indexing
+from memory.services import cycle, indexing, runs
 from memory.services.summaries import ProviderTrouble
 from orbchat import redis
 from orbchat.connections.embedding import EmbedderFailed
@@ -99,6 +99,82 @@ def _notify_host(room_id: int, text: str) -> None:
         events.user_notice(room.host_id, f"Memory for “{room.title}”: {text}")
 
 
+class _CyclePusher:
+    """Show the host a room's running memory cycle: its stages, the Utility model's tokens and
+    speed, and its text as it streams; at most every CYCLE_PUSH_SECONDS, stages and the end at once.
+    """
+
+    def __init__(self, room_id: int) -> None:
+        self.room_id = room_id
+        self.host_id = Room.objects.filter(pk=room_id).values_list("host_id", flat=True).first()
+        self.meter = runmodes.Meter()
+        self.stage_name, self.done, self.total = "summaries", 0, 0
+        self.unsent: list[str] = []
+        self.last = 0.0
+
+    def stage(self, name: str, done: int, total: int) -> None:
+        self.stage_name, self.done, self.total = name, done, total
+        self.push("running", now=True)
+
+    def text(self, piece: str) -> None:
+        clock = time.monotonic()
+        if not piece:
+            self.meter.call(clock)
+        self.meter.piece(piece, clock)
+        self.unsent.append(piece)
+        self.push("running")
+
+    def push(self, state: str, *, now: bool = False) -> None:
+        clock = time.monotonic()
+        if self.host_id is None or (not now and clock - self.last < CYCLE_PUSH_SECONDS):
+            return
+        self.last = clock
+        text, self.unsent = "".join(self.unsent), []
+        events.to_user_now(
+            self.host_id,
+            {
+                "type": "user.memory",
+                "room": self.room_id,
+                "kind": "cycle",
+                "state": state,
+                "stage": self.stage_name,
+                "done": self.done,
+                "total": self.total,
+                "tokens": self.meter.tokens,
+                "speed": round(self.meter.speed(), 1),
+                "text": text,
+            },
+            on_commit=False,
+        )
+
+
+CYCLE_PUSH_SECONDS = 0.25
+
+
+def _cycle(room_id: int, beat: Callable[[], None], **options) -> None:
+    """One memory pass of the room, shown to its host as it runs; Cancel stops it between calls."""
+    push = _CyclePusher(room_id)
+    push.stage("scene note", 0, 1)
+    cycle.scene_note_refresh(room_id)
+    beat()
+    try:
+        report = passes.catch_up(
+            room_id,
+            progress=lambda *_: beat(),
+            cancelled=lambda: runs.cycle_cancelled(room_id),
+            on_stage=push.stage,
+            on_text=push.text,
+            **options,
+        )
+    except ProviderTrouble:
+        push.push("failed", now=True)
+        raise
+    for notice in report.notices:
+        _notify_host(room_id, notice)
+    push.push("cancelled" if runs.cycle_cancelled(room_id) else "done", now=True)
+    runs.cycle_ended(room_id)
+
+
 @shared_task(
     name=jobs.CATCH_UP,
     bind=True,
@@ -112,20 +188,13 @@ def catch_up(self, room_id: int) -> None:
     """Read the scene note again, then summarise, write facts and index whatever is due in the room."""
     backoff = settings.MEMORY_RETRY_BACKOFF
 
-    def work(beat: Callable[[], None], on_provider_error: str = "raise") -> None:
-        cycle.scene_note_refresh(room_id)
-        beat()
-        report = passes.catch_up(room_id, on_provider_error=on_provider_error, progress=lambda *_: beat())
-        for notice in report.notices:
-            _notify_host(room_id, notice)
-
     try:
-        locked_runs(room_id, work)
+        locked_runs(room_id, lambda beat: _cycle(room_id, beat))
     except ProviderTrouble as exc:
         if exc.retriable and self.request.retries < len(backoff):
             raise self.retry(countdown=backoff[self.request.retries]) from exc
         # Out of retries (or a failure that will not pass by itself): write offline, tell the host.
-        locked_runs(room_id, lambda beat: work(beat, on_provider_error="fallback"))
+        locked_runs(room_id, lambda beat: _cycle(room_id, beat, on_provider_error="fallback"))
         _notify_host(
             room_id,
             f"the Utility model failed ({exc}); summaries were written by the built-in summariser "

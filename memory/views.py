@@ -25,7 +25,7 @@ from memory.forms import (
 )
 from memory.models import Fact
 from memory.services import facts as fact_services
-from memory.services import person, scene
+from memory.services import person, runs, scene
 from memory.services import tuning as tuning_services
 from rooms import permissions
 
@@ -96,6 +96,37 @@ def backfill_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         request, "The backfill stops after the summary it is writing; press Build to continue later."
     )
     return redirect("rooms:settings", pk=room.pk)
+
+
+def _cycle_answer(request: HttpRequest, room, text: str) -> HttpResponse:
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"ok": True, "text": text})
+    messages.success(request, text)
+    return redirect("rooms:room", pk=room.pk)
+
+
+@require_POST
+def cycle_start(request: HttpRequest, pk: int) -> HttpResponse:
+    """Start now / Update memory now: run the room's memory cycle (the host only)."""
+    room = permissions.room_for_host(request.user, pk)
+    runs.cycle_start(room=room)
+    return _cycle_answer(request, room, "Updating memory…")
+
+
+@require_POST
+def cycle_skip(request: HttpRequest, pk: int) -> HttpResponse:
+    """Skip: not now; asked again once more messages make a new batch due (the host only)."""
+    room = permissions.room_for_host(request.user, pk)
+    runs.batch_skip(room=room)
+    return _cycle_answer(request, room, "Skipped; you will be asked again after more messages.")
+
+
+@require_POST
+def cycle_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel the running cycle after the model call it is in (the host only)."""
+    room = permissions.room_for_host(request.user, pk)
+    runs.cycle_cancel(room=room)
+    return _cycle_answer(request, room, "Memory update stops after the current step.")
 
 
 @require_GET

@@ -85,6 +85,12 @@ class SiteConsumer(FrameConsumer):
             {key: event[key] for key in ("what", "room", "done", "total")} | {"type": "progress"}
         )
 
+    async def user_memory(self, event: dict) -> None:
+        """Forward a room's memory cycle to its host: the "Update memory?" prompt, stages, tokens."""
+        await self.send_json(
+            {key: value for key, value in event.items() if key != "type"} | {"type": "memory_cycle"}
+        )
+
     async def user_recall(self, event: dict) -> None:
         """Forward the recall detail of a room this user hosts (host-only: never on a room group)."""
         await self.send_json({"type": "recall_detail", "room": event["room"], "detail": event["detail"]})

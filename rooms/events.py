@@ -58,8 +58,8 @@ ROOM_EVENTS = frozenset(
     }
 )
 # What is for one person alone: the host's recall detail and failure reasons, their notices and
-# the progress of their background work, their sockets being closed.
-USER_EVENTS = frozenset({"user.notice", "user.recall", "user.progress", "user.closed"})
+# the progress of their background work (a room's memory cycle too), their sockets being closed.
+USER_EVENTS = frozenset({"user.notice", "user.recall", "user.progress", "user.memory", "user.closed"})
 
 Event = dict | Callable[[], dict]
 

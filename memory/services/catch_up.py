@@ -29,7 +29,7 @@ from memory.selectors import (
 )
 from memory.services.cycle import FactsCycle
 from memory.services.indexing import index_room
-from memory.services.summaries import ProviderTrouble, forget, write_summary
+from memory.services.summaries import OnText, ProviderTrouble, forget, write_summary
 from orbchat.connections.selectors import model_roles_get
 from rooms.models import Room, Seat
 
@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 # Summarised blocks the Utility model reads for facts per memory set in one catch-up after a reply.
 MANAGER_BLOCKS_PER_RUN = 4
+
+# Hears a cycle's stages: (name, done, total).
+OnStage = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -52,7 +55,7 @@ class Report:
     notices: list[str] = field(default_factory=list)  # for the host: answers the memory manager misread
 
 
-def _summary_states(room: Room, scope: str, *, upgrade: bool) -> dict[tuple[int, int], str]:
+def summary_states(room: Room, scope: str, *, upgrade: bool) -> dict[tuple[int, int], str]:
     """Each summary's state for the planner; a forgotten one counts as a person's (never rewritten)."""
     states = {(tier, block): "person" for scope_, tier, block in forgotten_blocks(room) if scope_ == scope}
     for tier, block, source, stale in Summary.objects.filter(room=room, scope=scope).values_list(
@@ -89,8 +92,15 @@ def catch_up(
     on_provider_error: str = "raise",
     progress: Callable[[int, int], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    on_stage: OnStage | None = None,
+    on_text: OnText | None = None,
 ) -> Report:
     """Bring a room's memory up to date: write what is due, drop what is obsolete, index the rest.
+
+    `on_stage(name, done, total)` hears each stage as it goes ("summaries" n of m, "facts" for each
+    memory set's blocks read by the memory manager, then "index");
+    `on_text` gets the Utility model's answers as they stream. `cancelled` is asked before each
+    summary: a cancelled run stops there, with every summary written so far whole.
 
     `upgrade` rewrites extractive summaries with the Utility model (backfill). With
     `on_provider_error="fallback"`, a failing Utility model is replaced by the extractive
@@ -111,7 +121,7 @@ def catch_up(
     scopes = _scopes(room, existing_seqs, t)
     plans = []
     for scope, pov, seen in scopes:
-        states = _summary_states(room, scope, upgrade=upgrade)
+        states = summary_states(room, scope, upgrade=upgrade)
         plans.append(
             (
                 scope,
@@ -130,6 +140,8 @@ def catch_up(
         template=prompts.custom(tuning.custom_prompts, "manager"),
     )
     done = 0
+    stage = on_stage or (lambda *_: None)
+    stage("summaries", done, total)
     clock = time.perf_counter()
     for scope, pov, plan in plans:
         for tier, block in plan.write:
@@ -139,7 +151,14 @@ def catch_up(
                 progress(done, total)  # also a sign of life before a slow model call
             try:
                 summary = write_summary(
-                    room=room, scope=scope, tier=tier, block=block, t=t, pov=pov, utility=utility
+                    room=room,
+                    scope=scope,
+                    tier=tier,
+                    block=block,
+                    t=t,
+                    pov=pov,
+                    utility=utility,
+                    on_text=on_text,
                 )
             except ProviderTrouble as exc:
                 if on_provider_error == "raise":
@@ -151,10 +170,15 @@ def catch_up(
                 )
             report.written += summary is not None
             done += 1
+            stage("summaries", done, total)
             if progress:
                 progress(done, total)
         utility = cycle.manage(
-            scope=scope, pov=pov, utility=utility, beat=partial(progress, done, total) if progress else None
+            scope=scope,
+            pov=pov,
+            utility=utility,
+            beat=partial(progress, done, total) if progress else None,
+            on_block=partial(stage, "facts"),
         )
         obsolete = plan.obsolete + plan.obsolete_person
         if obsolete:
@@ -164,11 +188,13 @@ def catch_up(
     report.notices += cycle.notices
     report.summarise_s = time.perf_counter() - clock
     beat = (lambda: progress(done, total)) if progress else None
+    stage("index", 0, 1)
     indexed = index_room(room, fresh_start=plans[0][2].fresh_start, t=t, beat=beat)
     report.indexed = indexed.memories + indexed.scenes + indexed.facts
     report.scenes_indexed = indexed.scenes
     report.index_memories_s = indexed.memories_s
     report.index_scenes_s = indexed.scenes_s
+    stage("index", 1, 1)
     RoomMemory.objects.update_or_create(
         room=room,
         defaults={

@@ -151,9 +151,18 @@ class FactsCycle:
     def _stop(self) -> bool:
         return bool(self.cancelled and self.cancelled())
 
-    def manage(self, *, scope: str, pov: str | None, utility, beat: Callable[[], None] | None = None):
-        """Read every summarised block of `scope` the manager has not read (oldest first) for facts.
-        Return the Utility connection for the rest of the run (None once it failed and fell back)."""
+    def manage(
+        self,
+        *,
+        scope: str,
+        pov: str | None,
+        utility,
+        beat: Callable[[], None] | None = None,
+        on_block: Callable[[int, int], None] | None = None,
+    ):
+        """Read every summarised block of `scope` the manager has not read (oldest first) for facts;
+        `on_block(done, total)` hears each. Return the Utility connection for the rest of the run
+        (None once it failed and fell back)."""
         pending = (
             Summary.objects.filter(room=self.room, scope=scope, tier=0, stale=False)
             .exclude(input_hash="")
@@ -162,7 +171,10 @@ class FactsCycle:
         )
         if utility is not None and self.limit is not None:
             pending = pending[: self.limit]
-        for summary in pending:
+        pending = list(pending)
+        for done, summary in enumerate(pending):
+            if on_block:
+                on_block(done, len(pending))
             if self._stop():
                 return utility
             if beat:
@@ -179,6 +191,8 @@ class FactsCycle:
             if self._stop():
                 return utility  # the answer came after Cancel: nothing of it is written
             self._commit(summary, scope, operations, source)
+        if on_block and pending:
+            on_block(len(pending), len(pending))
         return utility
 
     def _read(self, scope: str, pov: str | None, lines: list[Line], utility) -> tuple[list, str]:

@@ -35,6 +35,10 @@ UTILITY_TIMEOUT = 60.0
 RETRIABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 
 
+# Receives the Utility model's streamed text, piece by piece ("" when a call opens).
+OnText = Callable[[str], None]
+
+
 class ProviderTrouble(Exception):
     """The Utility model failed; `retriable` says whether trying later may help."""
 
@@ -51,12 +55,23 @@ def _draft_of(summary: Summary) -> Draft:
     return Draft(heading=summary.heading, facts=list(summary.facts), keywords=list(summary.keywords))
 
 
-def _utility_answer(target, messages: list[dict], *, template: Instruct | None = None) -> str:
-    """Ask the Utility model; a text-completion connection writes `messages` with `template`."""
+def _utility_answer(
+    target, messages: list[dict], *, template: Instruct | None = None, on_text: OnText | None = None
+) -> str:
+    """Ask the Utility model; a text-completion connection writes `messages` with `template`.
+
+    With `on_text`, the answer is streamed and each piece is handed to it as it arrives (the
+    host's cycle panel); the answer returned is the same whole text either way."""
+    params = {"template": template, "timeout": UTILITY_TIMEOUT, "temperature": 0.2, "max_tokens": 600}
     try:
-        return gateway.complete(
-            target, messages, template=template, timeout=UTILITY_TIMEOUT, temperature=0.2, max_tokens=600
-        )
+        if on_text is None:
+            return gateway.complete(target, messages, **params)
+        on_text("")  # the call opens
+        pieces = []
+        for piece in gateway.stream(target, messages, **params):
+            pieces.append(piece)
+            on_text(piece)
+        return "".join(pieces)
     except Exception as exc:  # noqa: BLE001 - classified and reported by the caller
         status = getattr(exc, "status_code", None)
         retriable = status in RETRIABLE_STATUS or status is None
@@ -73,12 +88,14 @@ def write_summary(
     pov: str | None,
     utility,
     upto: int | None = None,
+    on_text: OnText | None = None,
 ) -> Summary | None:
     """Write (or rewrite) one summary; return it, or None when there was nothing to write.
 
     `utility` is the host's Utility connection, or None for the built-in extractive summariser.
     `upto` cuts a tier-0 block short (a person asked for it before the block filled): such a
     summary is written stale, so it is rewritten whole once the block is complete.
+    `on_text` streams the model's answer to the caller as it is written.
     """
     start, end = blocks.block_range(tier, block, t)
     partial = tier == 0 and upto is not None and upto < end
@@ -125,13 +142,13 @@ def write_summary(
         template = text_format.instruct if text_format is not None else None
         if tier == 0:
             messages = summarize.block_messages(lines, pov=pov, room_title=room.title, template=prompt)
-            answer = _utility_answer(target, messages, template=template)
+            answer = _utility_answer(target, messages, template=template, on_text=on_text)
             draft = summarize.parse(answer, fallback=lines)
         else:
             messages = summarize.rollup_messages(
                 [_draft_of(c) for c in children], tier=tier, pov=pov, room_title=room.title, template=prompt
             )
-            answer = _utility_answer(target, messages, template=template)
+            answer = _utility_answer(target, messages, template=template, on_text=on_text)
             draft = summarize.parse(answer)
     elif tier == 0:
         draft = extractive.summarise(lines, pov=pov, stats=chatstats.chat_stats(room))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import template
 
 from memory.selectors import builtin_rewrite, summariser_status
+from memory.services import runs
 
 register = template.Library()
 
@@ -21,3 +22,22 @@ def memory_summariser(context, room=None) -> dict:
         "room": room,
         "request": request,
     }
+
+
+def _is_host(context, room) -> bool:
+    return room is not None and room.host_id == context["request"].user.pk
+
+
+@register.inclusion_tag("memory/_cycle.html", takes_context=True)
+def memory_cycle(context, room) -> dict:
+    """For the host of `room`: the "Update memory?" prompt while a batch waits, and the panel of a
+    running memory cycle (filled live from the socket). Nothing at all for anyone else."""
+    host = _is_host(context, room)
+    return {"host": host, "room": room, "ask": runs.ask_prompt(room) if host else None}
+
+
+@register.inclusion_tag("memory/_update_now.html", takes_context=True)
+def memory_update_now(context, room) -> dict:
+    """For the host of `room` when memory does not run by itself: "Update memory now"."""
+    host = _is_host(context, room)
+    return {"host": host, "room": room, "mode": runs.run_mode(room) if host else ""}

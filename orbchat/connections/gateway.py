@@ -11,7 +11,7 @@ Three rules hold for every call, whoever asked for it:
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -310,6 +310,36 @@ def complete_with_tools(
         for call in message.tool_calls or ()
     ]
     return message.content or "", calls
+
+
+def stream(
+    target: Target,
+    messages: list[dict],
+    *,
+    template: instruct.Instruct | None = None,
+    timeout: float = 60,
+    **params,
+) -> Iterator[str]:
+    """Yield the text of one streamed completion as it arrives, piece by piece, never an empty one
+    (a text target as in `complete`)."""
+    import litellm
+
+    check(target)
+    if target.text_backend:
+        call = _text_call(
+            messages, template, {"timeout": timeout, "num_retries": 0, "stream": True, **params}
+        )
+        for chunk in litellm.text_completion(**_text_request(target, call)):
+            if chunk.choices and chunk.choices[0].text:
+                yield chunk.choices[0].text
+        return
+    for chunk in litellm.completion(
+        **_request(
+            target, {"messages": messages, "stream": True, "timeout": timeout, "num_retries": 0, **params}
+        )
+    ):
+        if chunk.choices and chunk.choices[0].delta.content:
+            yield chunk.choices[0].delta.content
 
 
 async def acomplete(

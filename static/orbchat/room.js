@@ -299,6 +299,80 @@
     }
   });
 
+  // The host's memory cycle: the "Update memory?" prompt, then the running cycle's stages, the
+  // Utility model's tokens and speed, and its text as it streams (host-only socket frames).
+  const cycleBox = document.getElementById("memory-cycle");
+  if (cycleBox) {
+    const ask = document.getElementById("memory-ask");
+    const run = document.getElementById("memory-run");
+    const stages = document.getElementById("memory-stages");
+    const live = document.getElementById("memory-live-text");
+    const stageLabels = { summaries: "Summaries", facts: "Facts", scene: "Scene note", index: "Index" };
+    const endings = { done: "done", cancelled: "cancelled — what was written is kept", failed: "stopped: the Utility model failed; it is tried again" };
+    let running = false;
+
+    function showStage(name, done, total) {
+      let row = stages.querySelector(`[data-stage="${name}"]`);
+      if (!row) {
+        row = element("li", "");
+        row.dataset.stage = name;
+        stages.append(row);
+      }
+      stages.querySelectorAll("li").forEach((li) => li.classList.toggle("current", li === row));
+      const finished = total > 0 && done >= total;
+      row.classList.toggle("finished", finished);
+      const label = stageLabels[name] || name;
+      row.textContent = name === "summaries" ? `${label} ${done}/${total}` : `${label}${finished ? " ✓" : " …"}`;
+    }
+    function showCycle(data) {
+      if (!running) {
+        running = true;
+        stages.replaceChildren();
+        live.textContent = "";
+      }
+      ask.hidden = true;
+      run.hidden = false;
+      showStage(data.stage, data.done, data.total);
+      document.getElementById("memory-tokens").textContent = String(data.tokens);
+      document.getElementById("memory-speed").textContent = String(data.speed);
+      if (data.text) live.textContent += data.text;
+      const ended = data.state !== "running";
+      document.getElementById("memory-run-state").textContent = ended ? endings[data.state] || data.state : "";
+      document.getElementById("memory-run-cancel").hidden = ended;
+      document.getElementById("memory-run-close").hidden = !ended;
+      run.dataset.state = data.state;
+      if (ended) running = false;
+    }
+    document.addEventListener("orbchat:socket", (event) => {
+      const data = event.detail;
+      if (data.type !== "memory_cycle" || String(data.room) !== roomId) return;
+      if (data.kind === "ask") {
+        ask.hidden = !data.messages;
+        if (data.messages) document.getElementById("memory-ask-count").textContent = `${data.messages} new message${data.messages === 1 ? "" : "s"}`;
+      } else {
+        showCycle(data);
+      }
+    });
+    document.getElementById("memory-run-close").addEventListener("click", () => { run.hidden = true; });
+    document.querySelectorAll("form[data-cycle]").forEach((form) => {
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const response = await fetch(form.action, {
+          method: "POST",
+          headers: { "X-CSRFToken": csrf, Accept: "application/json" },
+          body: new FormData(form),
+        });
+        if (!response.ok) return;
+        if (form.dataset.cycle !== "cancel") ask.hidden = true;
+        if (form.dataset.cycle === "start" && !running) {
+          showCycle({ state: "running", stage: "summaries", done: 0, total: 0, tokens: 0, speed: 0, text: "" });
+          if (memoryPopover && !memoryPopover.hidden) closeMemory();
+        }
+        if (form.dataset.cycle === "cancel") document.getElementById("memory-run-state").textContent = "stopping after this step…";
+      });
+    });
+  }
+
   // The chat controls: a drawer below the header at the right (a sheet along the bottom on a
   // phone). Each field saves itself as it changes, one request after another so that quick
   // changes land in the order they were made; "Saved" or the server's message shows beside it.

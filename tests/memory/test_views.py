@@ -38,9 +38,19 @@ def test_memory_tuning_is_for_the_owner_and_admins(host, people):
 
 
 def test_memory_tuning_saves_valid_values(host):
-    data = tuning_data(block_size=10, fresh_window=6, max_tier=2, mode="semantic", score_floor=0.4, quotes=2)
+    data = tuning_data(
+        block_size=10,
+        fresh_window=6,
+        max_tier=2,
+        mode="semantic",
+        score_floor=0.4,
+        quotes=2,
+        run_solo="ask",
+        run_group="manual",
+    )
     assert client_for(host).post(reverse("memory:tuning"), data).status_code == 302
     tuning = MemoryTuning.objects.get()
+    assert (tuning.run_solo, tuning.run_group) == ("ask", "manual")
     assert (tuning.block_size, tuning.fresh_window, tuning.mode) == (10, 6, "semantic")
     assert (tuning.quotes_on, tuning.quotes) == (True, 2)
 
