@@ -35,7 +35,8 @@ from rooms.models import Room, Seat
 
 log = logging.getLogger(__name__)
 
-# Summarised blocks the Utility model reads for facts per memory set in one catch-up after a reply.
+# Blocks summarised before a catch-up that the Utility model reads for facts, per memory set, in
+# one catch-up after a reply (those it summarises itself are all read).
 MANAGER_BLOCKS_PER_RUN = 4
 
 # Hears a cycle's stages: (name, done, total).
@@ -179,6 +180,7 @@ def catch_up(
             utility=utility,
             beat=partial(progress, done, total) if progress else None,
             on_block=partial(stage, "facts"),
+            written=frozenset(block for tier, block in plan.write if tier == 0),
         )
         obsolete = plan.obsolete + plan.obsolete_person
         if obsolete:

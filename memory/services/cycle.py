@@ -138,9 +138,9 @@ class FactsCycle:
     room: Room
     fallback: bool = False  # a failing Utility model: the extractor takes over (else ProviderTrouble)
     cancelled: Callable[[], bool] | None = None
-    # Blocks the Utility model reads per memory set in this run (None: all). A regular catch-up
-    # reads a few, so a long chat that had no facts yet gets them over its next replies instead
-    # of hundreds of model calls after one; a backfill reads them all.
+    # Blocks summarised before this run that the Utility model reads per memory set (None: all).
+    # A regular catch-up reads a few, so a long chat that had no facts yet gets them over its
+    # next replies instead of hundreds of model calls after one; a backfill reads them all.
     limit: int | None = None
     template: str = ""  # the host's own memory-manager prompt ("" for the built-in)
     started: dt.datetime = field(default_factory=timezone.now)
@@ -159,8 +159,10 @@ class FactsCycle:
         utility,
         beat: Callable[[], None] | None = None,
         on_block: Callable[[int, int], None] | None = None,
+        written: frozenset[int] = frozenset(),
     ):
-        """Read every summarised block of `scope` the manager has not read (oldest first) for facts;
+        """Read the summarised blocks of `scope` the manager has not read (oldest first) for facts:
+        those summarised in this run (`written`), and of the older ones up to `limit`;
         `on_block(done, total)` hears each. Return the Utility connection for the rest of the run
         (None once it failed and fell back)."""
         pending = (
@@ -169,9 +171,10 @@ class FactsCycle:
             .exclude(manager_hash=F("input_hash"))
             .order_by("block")
         )
-        if utility is not None and self.limit is not None:
-            pending = pending[: self.limit]
         pending = list(pending)
+        if utility is not None and self.limit is not None:
+            older = [summary for summary in pending if summary.block not in written][: self.limit]
+            pending = [summary for summary in pending if summary.block in written or summary in older]
         for done, summary in enumerate(pending):
             if on_block:
                 on_block(done, len(pending))

@@ -29,6 +29,10 @@ PLANT = {3: "I promise to bring the tide ledger back to the customs house."}
 
 @pytest.fixture
 def utility(host, fake_llm):
+    return utility_for(host, fake_llm)
+
+
+def utility_for(host, fake_llm):
     connection = connection_services.connection_create(
         owner=host, name="Fake utility", provider="local", model="fake-utility", api_base=fake_llm.base_url
     )
@@ -238,3 +242,16 @@ def test_a_failing_utility_model_in_a_run_that_falls_back_leaves_the_facts_to_th
         ("Traveller promised to bring the tide ledger back to the customs house.", Fact.Source.EXTRACTOR)
     ]
     assert report.problems and "problem on its side" in RoomMemory.objects.get(room=room).last_error
+
+
+def test_a_catch_up_reads_a_few_blocks_summarised_before_it_and_a_backfill_the_rest(room, host, fake_llm):
+    story_room(room, 72)  # eight blocks, summarised by the built-in summariser
+    passes.catch_up(room.pk)
+    Summary.objects.filter(room=room).update(manager_hash="")  # as before facts existed
+    utility_for(host, fake_llm)
+    passes.catch_up(room.pk)
+    assert len(manager_requests(fake_llm)) == passes.MANAGER_BLOCKS_PER_RUN
+    passes.catch_up(room.pk, upgrade=True)
+    assert len(manager_requests(fake_llm)) == 8
+    passes.catch_up(room.pk)
+    assert len(manager_requests(fake_llm)) == 8

@@ -171,10 +171,18 @@ def test_a_text_completion_utility_model_streams_in_its_template_and_writes_the_
     passes.catch_up(room.pk, on_text=pieces.append, on_stage=lambda *stage: stages.append(stage))
     summary = Summary.objects.get(room=room, tier=0, block=0)
     assert summary.facts == ["The brass key opens the cellar."]
-    (request,) = fake_llm.completions()
+    request, manager = fake_llm.completions()  # the summary, streamed; then the memory manager's reading
     assert request.body["stream"] is True and request.body["prompt"].startswith("<|im_start|>system\n")
+    assert "Facts kept" in manager.body["prompt"]
     assert "".join(pieces) == answer().text
-    assert stages == [("summaries", 0, 1), ("summaries", 1, 1), ("index", 0, 1), ("index", 1, 1)]
+    assert stages == [
+        ("summaries", 0, 1),
+        ("summaries", 1, 1),
+        ("facts", 0, 1),
+        ("facts", 1, 1),
+        ("index", 0, 1),
+        ("index", 1, 1),
+    ]
 
 
 class TestInTheWorker:
@@ -242,14 +250,15 @@ class TestInTheWorker:
         page = client_for(host)
         inbox = Inbox(host)
         page.post(reverse("memory:cycle_start", args=[room.pk]))
-        wait_for(lambda: len(fake_llm.requests) >= 1, what="the first model call")
+        # The cycle reads the scene note first, then writes the first summary.
+        wait_for(lambda: len(fake_llm.requests) >= 2, what="the first summary's model call")
         assert page.post(reverse("memory:cycle_cancel", args=[room.pk])).status_code == 302
         events = []
         wait_for(lambda: events.extend(inbox.memory()) or any(e.get("state") == "cancelled" for e in events))
         written = list(Summary.objects.filter(room=room))
         assert [(s.tier, s.block) for s in written] == [(0, 0)]  # the call under way finished, whole
         assert written[0].source == Summary.Source.UTILITY and "Maren keeps the light" in written[0].text
-        assert len(fake_llm.requests) == 1
+        assert len(fake_llm.requests) == 2  # the scene note's and the summary's: no further call
         # Nothing else is written later either; the next Start goes on where it stopped.
         time.sleep(2)
         assert Summary.objects.filter(room=room).count() == 1
