@@ -365,7 +365,7 @@
         if (!response.ok) return;
         if (form.dataset.cycle !== "cancel") ask.hidden = true;
         if (form.dataset.cycle === "start" && !running) {
-          showCycle({ state: "running", stage: "summaries", done: 0, total: 0, tokens: 0, speed: 0, text: "" });
+          showCycle({ state: "running", stage: "scene", done: 0, total: 1, tokens: 0, speed: 0, text: "" });
           if (memoryPopover && !memoryPopover.hidden) closeMemory();
         }
         if (form.dataset.cycle === "cancel") document.getElementById("memory-run-state").textContent = "stopping after this step…";
