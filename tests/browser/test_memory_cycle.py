@@ -52,7 +52,11 @@ def ask_first_room(fake_llm):
 def test_ask_first_then_start_now_shows_the_cycle_to_its_end(contexts, fake_llm, celery_worker, size):  # noqa: F811
     with ThreadPoolExecutor(1) as pool:
         room = pool.submit(ask_first_room, fake_llm).result()
-    fake_llm.script(Reply("*Maren trims the wick.* Then we wait."), Reply(ANSWER, token_delay=0.12))
+    fake_llm.script(
+        Reply("*Maren trims the wick.* Then we wait."),
+        Reply('{"where": "the lighthouse", "who": ["Maren"]}'),  # the cycle reads the scene note first
+        Reply(ANSWER, token_delay=0.12),
+    )
     page = sign_in(contexts(), "owner")
     page.set_viewport_size(SIZES[size])
     page.goto(f"/chats/{room.pk}/")
