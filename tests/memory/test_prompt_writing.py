@@ -40,13 +40,15 @@ def test_the_hosts_own_prompts_are_what_the_utility_model_is_sent(room, utility,
         custom_prompts={
             "block": "Archive this for {{room}} in French.\n\n{{messages}}\n\nJSON, s'il vous plaît.",
             "rollup": "Tell the arc of level {{tier}}.\n\n{{notes}}",
+            "manager": "Keep the facts ({{categories}}) in French.\n\n{{material}}",
         },
     )
     fake_llm.script(*[answer() for _ in range(5)])
     story_room(room, 40)
     passes.catch_up(room.pk)
     assert Summary.objects.filter(room=room, source=Summary.Source.UTILITY).count() == 5
-    sent = [request.body["messages"] for request in fake_llm.requests]
+    sent = [request.body["messages"] for request in fake_llm.requests if "tools" not in request.body]
+    managed = [request.body["messages"] for request in fake_llm.requests if "tools" in request.body]
     blocks = [messages for messages in sent if "Transcript:" in messages[-1]["content"]]
     rollups = [messages for messages in sent if messages[-1]["content"].startswith("Notes, oldest first:")]
     assert len(blocks) == 4 and len(rollups) == 1
@@ -55,13 +57,23 @@ def test_the_hosts_own_prompts_are_what_the_utility_model_is_sent(room, utility,
     assert "#3 " in user["content"] and user["content"].endswith("\n\nJSON, s'il vous plaît.")
     assert rollups[0][0] == {"role": "system", "content": "Tell the arc of level 1."}
     assert "Note 4:\nAt the lighthouse" in rollups[0][1]["content"]
+    # The memory manager reads each of the four blocks with the host's own instructions.
+    assert len(managed) == 4
+    assert (
+        managed[0][0]["content"].startswith("Keep the facts (promise, relationship, ")
+        and "French" in managed[0][0]["content"]
+    )
+    assert managed[0][1]["content"].startswith("Room: ") and "Facts kept:" in managed[0][1]["content"]
 
 
 def test_without_its_own_prompts_the_utility_model_gets_the_built_in_ones(room, utility, fake_llm):
     fake_llm.script(answer())
     story_room(room, 16)
     passes.catch_up(room.pk)
-    (request,) = fake_llm.requests
+    request, manager = fake_llm.requests  # the summary's, then the memory manager's reading of it
+    assert manager.body["messages"][0]["content"].startswith(
+        "You keep the lasting facts of a long roleplay chat"
+    )
     system = request.body["messages"][0]["content"]
     assert system.startswith("You keep the memory of a long roleplay chat. You are shown one stretch")
     assert request.body["messages"][-1]["content"].endswith("\n\nWrite the JSON object now.")
