@@ -740,12 +740,6 @@ def _room_turns(room: Room) -> tuple[dict[int, quoting.Turn], quoting.Lexicon]:
         return dict(cached.turns), cached.lexicon
 
 
-def forget_cached_turns() -> None:
-    """Drop the in-memory copies of rooms' messages (tests)."""
-    with _turns_lock:
-        _turns.clear()
-
-
 def _finish(outcome: Outcome, rejected: list[recall.Rejected], started: float) -> None:
     """Lay out the kept memories and quotes as text, count them, sample the rejected, stamp the time."""
     outcome.count = len(outcome.kept) + len(outcome.quotes) + len(outcome.facts)
