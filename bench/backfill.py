@@ -5,11 +5,11 @@ then with the fake provider as Utility model, and times summaries, scene indexin
 same run, on the same texts — the raw embedding model; then the catch-up that follows each reply
 once the memory is built (one message more at a time). Prints a table and writes the JSON.
 
-In the worker: the Procfile's `worker` (niced, prefork, one process, as `make run` starts it)
+In the worker: the Procfile's `worker` (niced, one process, as `make run` starts it)
 backfills a third room of the same size, queued as an import queues it; its time and the peak
-resident memory of the worker's processes (the main process and its pool child, summed, sampled
-every 50 ms; and their proportional set size, in which a page the forked child shares with its
-parent counts once) are the worker's figures. The benchmark's own process also holds the rooms it builds
+resident memory of the worker's processes (the main process and any pool child it forks, summed,
+sampled every 50 ms; and their proportional set size, in which a page a forked child shares with
+its parent counts once) are the worker's figures. The benchmark's own process also holds the rooms it builds
 and both in-process backfills; its peak is reported beside as `bench_process_rss_mb`.
 
 Cold start: a fresh web process (daphne, as `make run` starts it) beside a worker; from the

@@ -1,6 +1,6 @@
 """A real backfill running in a real worker while a benchmark measures: `--while-backfilling`.
 
-The worker is the Procfile's `worker` command (prefork, so it runs niced as `make run` starts it)
+The worker is the Procfile's `worker` command (one process, niced, as `make run` starts it)
 on this run's database, Redis and Chroma. A room of 10,000 messages is backfilled with the
 built-in extractive summariser and the built-in embedder; when one backfill finishes, the next
 starts on another room (`ROOMS` are filled before the measurement starts, so filling them does
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shlex
 import sys
 import threading
@@ -39,11 +40,13 @@ def backfill_text(rng: random.Random, seq: int) -> str:
 
 
 def start_worker(children: kit.Children):
-    """The Procfile's `worker` (prefork, one process) on this run's database, Redis and Chroma,
+    """The Procfile's `worker` (one process) on this run's database, Redis and Chroma,
     once it answers a ping."""
     app.conf.broker_url = env.celery_broker_url(settings.REDIS_URL)  # this run's Redis
     command = parse_procfile((settings.BASE_DIR / "Procfile").read_text())["worker"]
-    args = shlex.split(command.replace("${WORKER_CONCURRENCY:-1}", "1"))
+    # ${NAME:-default} as the shell `make run` starts it with expands it.
+    command = re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: os.environ.get(m[1]) or m[2], command)
+    args = shlex.split(command)
     args[0] = str(Path(sys.executable).parent / args[0])  # the virtualenv's, as `make run` finds it
     worker_env = {
         **os.environ,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
+import threading
 
 from celery import Celery
-from celery.signals import worker_init, worker_ready
+from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from orbchat import env
 
@@ -27,6 +30,58 @@ def _lower_priority(**kwargs) -> None:
     """Run the worker (and the pool processes it forks, which inherit it) below the web process."""
     if WORKER_NICE > 0:
         os.nice(WORKER_NICE)
+
+
+# A worker says it is alive by a key in the broker's Redis that it renews every HEARTBEAT_EVERY
+# seconds and that lapses HEARTBEAT_TTL seconds after the last renewal. /healthz reads the key
+# rather than pinging: a worker that runs its tasks in its own process (the `solo` pool, the
+# default) answers no ping until the task in hand is done, and a backfill takes minutes.
+HEARTBEAT_PREFIX = "orbchat:worker-alive:"
+HEARTBEAT_EVERY = 2.0
+HEARTBEAT_TTL = 10
+
+log = logging.getLogger(__name__)
+_beating = threading.Event()  # set: the heartbeat is to stop
+
+
+def broker_redis(conn):
+    """The Redis client of a broker connection (the broker is always Redis here)."""
+    return conn.default_channel.client
+
+
+def _heartbeat(key: str) -> None:
+    while not _beating.is_set():
+        try:
+            with app.connection_for_write() as conn:
+                client = broker_redis(conn)
+                while not _beating.is_set():
+                    client.set(key, "1", ex=HEARTBEAT_TTL)
+                    _beating.wait(HEARTBEAT_EVERY)
+        except Exception as exc:  # noqa: BLE001 - the broker away for a moment: try again
+            log.warning("worker heartbeat: %s", exc)
+            _beating.wait(HEARTBEAT_EVERY)
+
+
+def _heartbeat_key() -> str:
+    return f"{HEARTBEAT_PREFIX}{socket.gethostname()}:{os.getpid()}"
+
+
+@worker_ready.connect
+def _start_heartbeat(**kwargs) -> None:
+    _beating.clear()
+    beat = threading.Thread(target=_heartbeat, args=(_heartbeat_key(),), name="worker-heartbeat", daemon=True)
+    beat.start()
+
+
+@worker_shutdown.connect
+def _stop_heartbeat(**kwargs) -> None:
+    """Withdraw the heartbeat at once: a stopped worker is not counted until its key lapses."""
+    _beating.set()
+    try:
+        with app.connection_for_write() as conn:
+            broker_redis(conn).delete(_heartbeat_key())
+    except Exception as exc:  # noqa: BLE001 - the key lapses on its own
+        log.warning("worker heartbeat: %s", exc)
 
 
 @worker_ready.connect

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connection
 
 from orbchat import redis
-from orbchat.celery import app
+from orbchat.celery import HEARTBEAT_PREFIX, HEARTBEAT_TTL, app, broker_redis
 
 OK = "ok"
 
@@ -67,14 +67,14 @@ def check_chroma() -> str:
 
 
 def check_worker() -> str:
+    """A worker is up when its heartbeat key is in the broker's Redis (`orbchat.celery`)."""
     timeout = settings.HEALTH_WORKER_TIMEOUT
     with app.connection_for_write() as conn:
         # Fail fast when the broker is down instead of Celery's default endless retry.
         conn.ensure_connection(max_retries=1, timeout=timeout)
-        # One answer is enough: the first reply ends the wait.
-        replies = app.control.ping(timeout=timeout, connection=conn, limit=1)
-    if not replies:
-        raise RuntimeError(f"no Celery worker answered a ping within {timeout:g} s")
+        found = next(broker_redis(conn).scan_iter(match=f"{HEARTBEAT_PREFIX}*", count=100), None)
+    if found is None:
+        raise RuntimeError(f"no Celery worker has reported in the last {HEARTBEAT_TTL} s")
     return OK
 
 

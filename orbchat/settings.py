@@ -201,7 +201,7 @@ MEMORY_RETRY_BACKOFF = [
 
 # Seconds /healthz waits for its checks (they run at once); a part still silent is "timed out".
 HEALTH_CHECK_TIMEOUT = 2.0
-# Seconds the worker check waits for a Celery worker's answer to its ping (within the above).
+# Seconds the worker check waits for the broker, where a live worker keeps its heartbeat.
 HEALTH_WORKER_TIMEOUT = 1.0
 
 LOGGING = {

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from contextlib import contextmanager
 
 import pytest
 from django.db import connection
 
-from orbchat.celery import app
+from orbchat.celery import HEARTBEAT_PREFIX, HEARTBEAT_TTL, app, broker_redis
 from tests import services
 from tests.services import free_port
 
@@ -47,13 +48,33 @@ def test_chroma_down(client, settings, celery_worker):
 
 
 def test_no_worker_answers(client, monkeypatch, real_services):
-    # A broker database no worker listens on: the ping goes out and nobody answers.
+    # A broker database no worker listens on: no heartbeat there.
     url = app.conf.broker_url
     unanswered = url + "?virtual_host=9" if url.startswith("redis+socket") else url.rsplit("/", 1)[0] + "/9"
     monkeypatch.setattr(app.conf, "broker_url", unanswered)
     status, body = get_health(client)
     assert status == 503
-    assert body["worker"] == "error: no Celery worker answered a ping within 1 s"
+    assert body["worker"] == "error: no Celery worker has reported in the last 10 s"
+    # A worker busy with a long task answers no ping, but its heartbeat keeps it healthy.
+    with app.connection_for_write() as conn:
+        beat = broker_redis(conn)
+        beat.set(f"{HEARTBEAT_PREFIX}busy:1", "1", ex=HEARTBEAT_TTL)
+        try:
+            assert get_health(client)[1]["worker"] == "ok"
+        finally:
+            beat.delete(f"{HEARTBEAT_PREFIX}busy:1")
+
+
+def test_a_worker_renews_its_heartbeat_and_withdraws_it_when_it_stops(service_dir, child_env):
+    worker = services.start_worker(service_dir, child_env, queues="heartbeat-only")
+    key = f"{HEARTBEAT_PREFIX}{socket.gethostname()}:{worker.popen.pid}"
+    with app.connection_for_write() as conn:
+        beat = broker_redis(conn)
+        try:
+            assert 0 < beat.ttl(key) <= HEARTBEAT_TTL, "the running worker has no heartbeat"
+        finally:
+            worker.stop()
+        assert not beat.exists(key)
 
 
 def test_database_down(client, celery_worker):

@@ -97,7 +97,7 @@ def test_a_committed_reply_gets_its_summary_from_the_worker(room, celery_worker)
 
 def test_the_worker_and_its_pool_run_below_the_web_process_priority(room, celery_worker):
     story_room(room, 15)
-    finish_a_reply(room)  # a pool process (prefork, as `make run` starts it) is up once it has done a task
+    finish_a_reply(room)  # a pool process, if the worker forks one, is up once it has done a task
     wait_for(lambda: Summary.objects.filter(room=room, tier=0, block=0).exists(), what="the first summary")
     worker = celery_worker.popen.pid
     pool = [int(pid) for pid in Path(f"/proc/{worker}/task/{worker}/children").read_text().split()]
