@@ -65,6 +65,9 @@ MEMORY_SYSTEMS = {
     "tier0_observation": ("observation", {**NO_FACTS, "max_tier": 0}),
     "noquotes_observation": ("observation", {**NO_FACTS, "quotes_on": False}),
     "noquotes_extractive": ("extractive", {**NO_FACTS, "quotes_on": False}),
+    # Summaries alone given more of the budget (8 summaries recalled, not 3): what the facts'
+    # words would buy if they went to summaries instead.
+    "wide_observation": ("observation", {**NO_FACTS, "keep": 8}),
     "facts_observation": ("observation", {}),  # summaries + the observation stand-in's facts
     "facts_extractive": ("extractive", {}),  # summaries + the built-in extractor's facts
 }
@@ -88,12 +91,14 @@ class ObservationModel:
     their text), headed with the speakers and the session dates; a roll-up prompt with its notes'
     facts, cut to the normal number of facts (at least one from each note first). The memory
     manager (a request with tools) is answered with a create_fact call for each of those facts
-    of the block: what a Utility model would extract, as the summaries stand in for its notes.
+    of the block, citing the messages it comes from: what a Utility model would extract, as the
+    summaries stand in for its notes.
     """
 
     def __init__(self) -> None:
         self.conversation: locomo.Conversation | None = None
         self.by_text: dict[str, list[tuple[int, str]]] = {}
+        self.seqs: dict[str, int] = {}  # each turn's seq by dia id
         self.requests = 0
         self._lock = threading.Lock()
         model = self
@@ -162,7 +167,7 @@ class ObservationModel:
             key = shorten(turn.text, MAX_PROMPT_MESSAGE)
             by_text.setdefault(key, []).append((seqs[turn.dia_id], turn.dia_id))
         with self._lock:
-            self.conversation, self.by_text = conversation, by_text
+            self.conversation, self.by_text, self.seqs = conversation, by_text, dict(seqs)
 
     def answer(self, messages: list[dict]) -> str:
         with self._lock:
@@ -179,21 +184,29 @@ class ObservationModel:
         """The memory manager's tool calls for one block: create each of its observation facts."""
         with self._lock:
             self.requests += 1
-            conversation, by_text = self.conversation, self.by_text
+            conversation, by_text, seqs = self.conversation, self.by_text, self.seqs
         prompt = str(messages[-1].get("content", "")) if messages else ""
         if conversation is None:
             return []
         _, _, transcript = prompt.partition("Transcript:\n")
         ids = self._ids(by_text, transcript)
-        facts = list(
-            dict.fromkeys(fact for fact, keys in conversation.facts if any(key in ids for key in keys))
-        )
+        cited: dict[str, list[int]] = {}  # each fact of the block, and the messages it comes from
+        for fact, keys in conversation.facts:
+            found = [seqs[key] for key in keys if key in ids]
+            if found:
+                cited.setdefault(fact, []).extend(found)
         speakers = (conversation.speaker_a, conversation.speaker_b)
         calls = []
-        for fact in facts:
+        for fact, messages in cited.items():
             subjects = [name for name in speakers if name in fact]
             subjects += [name for name in extractive.proper_names(fact) if name not in subjects]
-            arguments = {"text": fact, "category": "event", "subjects": subjects[:8], "confidence": 0.9}
+            arguments = {
+                "text": fact,
+                "category": "event",
+                "subjects": subjects[:8],
+                "confidence": 0.9,
+                "messages": sorted(set(messages)),
+            }
             calls.append(
                 {
                     "id": f"call_{secrets.token_hex(4)}",

@@ -41,6 +41,7 @@ from memory.summarize import json_values
 __all__ = [
     "CATEGORIES",
     "COLD_FLOOR",
+    "DEMOTED_HEAT",
     "DEFAULT_CONFIDENCE",
     "EXTRACTED_CONFIDENCE",
     "FALLBACK_FORMAT",
@@ -67,6 +68,7 @@ __all__ = [
     "score",
     "tools",
     "trim",
+    "Trimmed",
     "warm",
 ]
 
@@ -82,6 +84,7 @@ EXTRACTED_CONFIDENCE = 0.5  # the most the deterministic extractor ever claims
 
 NEW_HEAT = 1.0
 HOT = 0.5  # at or above: hot
+DEMOTED_HEAT = 0.45  # a hot fact over the hot facts' token budget: the warmest of the cold
 WARM_AMOUNT = 0.5
 COOL_RATE = 0.1
 HOT_FLOOR = 0.35  # relevance a hot fact needs
@@ -147,6 +150,11 @@ def tools(categories: Sequence[str] = CATEGORIES) -> list[dict]:
             "maximum": 1,
             "description": "How sure the story makes it, from 0 to 1.",
         },
+        "messages": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "description": "The numbers (#) of the transcript's messages it comes from.",
+        },
     }
     fact_id = {"type": "integer", "description": "The id of an existing fact, as listed."}
     reason = {"type": "string", "description": "Why, in a few words."}
@@ -192,18 +200,20 @@ def fallback_format(categories: Sequence[str] = CATEGORIES) -> str:
     listed = ", ".join(categories)
     return f"""If you cannot call tools, answer with one JSON object and nothing else:
 {{"operations": [
-  {{"op": "create", "text": "…", "category": "…", "subjects": ["…"], "confidence": 0.8}},
+  {{"op": "create", "text": "…", "category": "…", "subjects": ["…"], "confidence": 0.8,
+   "messages": [41, 44]}},
   {{"op": "update", "id": 12, "text": "…", "reason": "…"}},
   {{"op": "delete", "id": 3, "reason": "…"}},
   {{"op": "pin", "id": 4}}
 ]}}
 or with XML tags:
-<create category="goal" subjects="Mara, the Duke" confidence="0.8">Mara wants to unmask the Duke.</create>
+<create category="goal" subjects="Mara" confidence="0.8" messages="41">Mara wants to be a knight.</create>
 <update id="12">The corrected fact.</update>
 <delete id="3"/>
 <pin id="4"/>
 Categories: {listed}. Each fact is one statement of at most {MAX_TEXT} characters that reads on its \
-own. Use only ids of the facts listed. If nothing needs to change, answer {{"operations": []}}."""
+own; "messages" are the numbers (#) of the messages it comes from. Use only ids of the facts \
+listed. If nothing needs to change, answer {{"operations": []}}."""
 
 
 TOOLS = tools()
@@ -220,6 +230,7 @@ _TAG_RE = re.compile(
 )
 _ATTR_RE = re.compile(r"""([A-Za-z_][\w-]*)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
 _CHILD_RE = r"<{0}>(.*?)</{0}>"
+_NUMBER_RE = re.compile(r"\d{1,12}")
 _ID_RE = re.compile(r"^\s*#?\s*(\d{1,12})\s*$")
 _SUBJECT_SPLIT_RE = re.compile(r"\s*[,;]\s*|\s+and\s+")
 _SPACE_RE = re.compile(r"\s+")
@@ -300,9 +311,29 @@ class _Reading:
             category=_category(raw_category, self.categories),
             subjects=_subjects(fields.get("subjects", fields.get("subject"))),
             confidence=_confidence(fields.get("confidence")),
-            first_seq=self.first_seq,
-            last_seq=self.last_seq,
+            **self._span(fields.get("messages", fields.get("message"))),
         )
+
+    def _span(self, value: object) -> dict[str, int]:
+        """The messages a fact cites, as first_seq/last_seq inside the block; the whole block when
+        it cites none of them (numbers outside the block are not the fact's)."""
+        if isinstance(value, str):
+            value = _NUMBER_RE.findall(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            value = [value]
+        seqs = []
+        for item in value if isinstance(value, list | tuple) else ():
+            if isinstance(item, bool):
+                continue
+            try:
+                seq = int(item) if isinstance(item, int | float) else int(str(item).strip().lstrip("#"))
+            except (ValueError, OverflowError):
+                continue
+            if self.first_seq <= seq <= self.last_seq:
+                seqs.append(seq)
+        if not seqs:
+            return {"first_seq": self.first_seq, "last_seq": self.last_seq}
+        return {"first_seq": min(seqs), "last_seq": max(seqs)}
 
 
 def parse_reply(
@@ -324,7 +355,8 @@ def parse_reply(
     (DEFAULT_CONFIDENCE when missing), subjects de-duplicated. A change to an id not in `known_ids`
     is dropped and named in the notice, as is a second update or delete of the same fact; the same
     operation twice counts once. An update without a category keeps the one `known_categories`
-    gives for its fact. Drafts span `first_seq`..`last_seq`.
+    gives for its fact. Drafts span the messages they cite ("messages": numbers of the transcript)
+    inside `first_seq`..`last_seq`, the whole block when they cite none.
     """
     reading = _Reading(
         known_ids=known_ids,
@@ -451,7 +483,7 @@ def _from_xml(raw: str, reading: _Reading) -> bool:
         for name, double, single, bare in _ATTR_RE.findall(match["attrs"] or ""):
             fields[name.casefold()] = html.unescape(double or single or bare)
         body = match["body"] or ""
-        for name in ("text", "category", "subjects", "confidence", "reason", "id"):
+        for name in ("text", "category", "subjects", "confidence", "messages", "reason", "id"):
             child = re.search(_CHILD_RE.format(name), body, re.IGNORECASE | re.DOTALL)
             if child:
                 fields.setdefault(name, html.unescape(child.group(1)))
@@ -589,21 +621,32 @@ def _importance(fact: FactView) -> tuple:
     return (fact.pinned, fact.by_person, _unit(fact.heat) * _unit(fact.confidence), fact.last_seq, fact.id)
 
 
+@dataclass(frozen=True)
+class Trimmed:
+    """What `trim` decided: the facts to soft-delete, and the hot ones to demote to cold."""
+
+    forget: list[int]  # least important first
+    cool: list[int]  # least important first
+
+
 def trim(
     facts: list[FactView], *, max_count: int, token_budget: int, count_tokens: Callable[[str], int]
-) -> list[int]:
-    """Return the ids of the least important unpinned facts to soft-delete, least important first.
+) -> Trimmed:
+    """Decide which unpinned facts leave a memory set and which stop being hot.
 
     Importance: pinned, then written by a person, then heat × confidence, then the newest last
     message, then the newest id. Walking from the most important, a fact is kept while the kept
-    ones number at most `max_count` and the hot ones' tokens (`count_tokens(text)`) stay within
-    `token_budget`; once a hot fact does not fit the tokens, no less important hot one is kept.
-    Pinned facts are always kept and count against both limits.
+    ones number at most `max_count`; the rest are forgotten (soft-deleted). Of the kept, the hot
+    ones stay hot while their tokens (`count_tokens(text)`) fit `token_budget`; once a hot fact
+    does not fit, it and every less important hot one are demoted to cold (`DEMOTED_HEAT`): still
+    found, but only when clearly relevant. Pinned facts are always kept and hot, and count against
+    both limits.
     """
     kept = 0
     tokens = 0
     tokens_full = False
-    trimmed: list[int] = []
+    forget: list[int] = []
+    demote: list[int] = []
     for fact in sorted(facts, key=_importance, reverse=True):
         hot = fact.pinned or is_hot(fact.heat)
         cost = max(0, count_tokens(fact.text)) if hot else 0
@@ -611,14 +654,16 @@ def trim(
             kept += 1
             tokens += cost
             continue
-        fits = kept < max_count and not (hot and (tokens_full or tokens + cost > token_budget))
-        if fits:
-            kept += 1
-            tokens += cost
+        if kept >= max_count:
+            forget.append(fact.id)
+            continue
+        kept += 1
+        if hot and (tokens_full or tokens + cost > token_budget):
+            tokens_full = True
+            demote.append(fact.id)
         else:
-            tokens_full = tokens_full or (hot and kept < max_count)
-            trimmed.append(fact.id)
-    return list(reversed(trimmed))
+            tokens += cost
+    return Trimmed(forget=list(reversed(forget)), cool=list(reversed(demote)))
 
 
 BUDGET_PRIORITY = ("pinned", "yours", "scene", "facts", "summaries", "quotes")

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory import facts, prompts
-from memory.drafts import Line, shorten
+from memory.drafts import Line, shorten, when_label
 from memory.prompts import MANAGER_PROMPT
-from memory.summarize import json_values
+from memory.summarize import json_values, transcript
 
 __all__ = [
     "MANAGER_PROMPT",
@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 MAX_SHOWN = 40  # existing facts shown to the memory manager with one block
-MAX_PROMPT_MESSAGE = 4000  # characters of one message shown to the model
 MAX_PROMPT_NAME = 40
 SCENE_LINES = 12  # the latest messages the scene note is read from
 
@@ -68,14 +67,6 @@ class Known:
 
 def _name(value: object) -> str:
     return shorten(value, MAX_PROMPT_NAME) if isinstance(value, str) else ""
-
-
-def _transcript(lines: Sequence[Line]) -> str:
-    rows = []
-    for line in lines:
-        text = shorten(line.text if isinstance(line.text, str) else "", MAX_PROMPT_MESSAGE)
-        rows.append(f"#{line.seq} {_name(line.speaker) or '(unnamed)'}: {text}")
-    return "\n".join(rows) or "(no messages)"
 
 
 def pick_facts(known: Sequence[Known], lines: Sequence[Line], *, limit: int = MAX_SHOWN) -> list[Known]:
@@ -118,7 +109,10 @@ def manager_messages(
         user.append(f"Room: {title}")
     kept = "\n".join(_fact_line(fact) for fact in known) or "(none yet)"
     user.append(f"Facts kept:\n{kept}")
-    user.append(f"Transcript:\n{_transcript(lines)}")
+    when = when_label([line.when for line in lines])
+    if when:
+        user.append(f"Dates: {when}")
+    user.append(f"Transcript:\n{transcript(lines)}")
     user.append("Change the facts now, or call no tool if nothing needs to change.")
     values = {
         "categories": ", ".join(categories),
@@ -135,7 +129,7 @@ def scene_messages(lines: Sequence[Line], *, previous: facts.SceneNote | None = 
     before = facts.render_scene_note(previous) if previous else ""
     if before:
         user.append(f"The note so far:\n{before}")
-    user.append(f"Latest messages:\n{_transcript(lines)}")
+    user.append(f"Latest messages:\n{transcript(lines)}")
     user.append("Write the JSON object now.")
     system = SCENE_PROMPT.replace("{threads}", str(facts.MAX_THREADS))
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(user)}]

@@ -89,7 +89,7 @@ class MemoryTuning(models.Model):
     )
     facts_per_reply = models.PositiveSmallIntegerField(
         "Facts per reply",
-        default=6,
+        default=24,
         validators=[MinValueValidator(0), MaxValueValidator(50)],
         help_text="Lasting facts recalled by relevance (0–50); pinned and yours ones come on top.",
     )
@@ -124,8 +124,8 @@ class MemoryTuning(models.Model):
         "Hot facts budget",
         default=1500,
         validators=[MinValueValidator(100), MaxValueValidator(20000)],
-        help_text="Tokens the hot facts of one memory set may take; the least important beyond it are "
-        "forgotten (restorable).",
+        help_text="Tokens the hot facts of one memory set may take; the least important beyond it turn "
+        "cold (kept, recalled only when clearly relevant).",
     )
     run_solo = models.CharField(
         "Memory work in solo chats",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from memory import extractive, prompts
@@ -63,21 +63,25 @@ def block_messages(
     if speakers:
         header.append("Speakers: " + ", ".join(speakers))
 
-    transcript = []
+    material = "\n".join(header)
+    material += "\n\nTranscript:\n" + transcript(lines)
+    values |= {"messages": material.lstrip(), "char": ", ".join(characters), "user": ", ".join(people)}
+    return prompts.render("block", template, values)
+
+
+def transcript(lines: Sequence[Line]) -> str:
+    """The lines as a model reads them, "#seq Speaker: text" each; a "[day]" marker before each
+    day's first line when they span days (one day is said in a "Dates:" header instead)."""
+    rows = []
     days = {when_label([line.when]) for line in lines if line.when is not None}
     day = None
     for line in lines:
-        # Day markers only when the block spans days; one day is said in the header already.
         if len(days) > 1 and line.when is not None and when_label([line.when]) != day:
             day = when_label([line.when])
-            transcript.append(f"[{day}]")
+            rows.append(f"[{day}]")
         text = shorten(line.text if isinstance(line.text, str) else "", MAX_PROMPT_MESSAGE)
-        transcript.append(f"#{line.seq} {_name(line.speaker) or '(unnamed)'}: {text}")
-
-    material = "\n".join(header)
-    material += "\n\nTranscript:\n" + ("\n".join(transcript) if transcript else "(no messages)")
-    values |= {"messages": material.lstrip(), "char": ", ".join(characters), "user": ", ".join(people)}
-    return prompts.render("block", template, values)
+        rows.append(f"#{line.seq} {_name(line.speaker) or '(unnamed)'}: {text}")
+    return "\n".join(rows) or "(no messages)"
 
 
 def rollup_messages(

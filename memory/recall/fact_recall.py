@@ -48,6 +48,7 @@ class Candidate:
     first_seq: int | None = None
     last_seq: int | None = None
     scope: str = "shared"
+    when: str = ""  # the days of its messages ("7 May 2023"), filled in for the facts sent
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ class Picked:
     cosine: float | None = None
     subject: str = ""  # the subject that matched the query, if any
     why: str = ranking.RECALLED  # PINNED, YOURS or RECALLED
+
+    @property
+    def line(self) -> str:
+        """The fact as the Memory section shows it: "- text (when)", the days its messages were
+        sent on, so that a fact keeps its place in time as a summary's heading does."""
+        text = self.fact.text.strip()
+        return f"- {text} ({self.fact.when})" if self.fact.when else f"- {text}"
 
     @property
     def reason(self) -> str:
@@ -174,7 +182,7 @@ def choose(
 
 def facts_text(picked: list[Picked]) -> str:
     """The facts' part of the Memory section: a heading, then one line per fact ("" if none)."""
-    lines = [f"- {p.fact.text.strip()}" for p in picked if p.fact.text.strip()]
+    lines = [p.line for p in picked if p.fact.text.strip()]
     return "\n".join([FACTS_HEADING, *lines]) if lines else ""
 
 

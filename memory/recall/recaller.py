@@ -20,13 +20,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from django.db.models import Count, Q
 
 from memory import blocks, index
 from memory import facts as fact_rules
+from memory.drafts import when_label
 from memory.models import SHARED, Fact, Scene, Summary, SummaryKeyword, VectorIndex, seat_scope
 from memory.recall import fact_recall
 from memory.recall import quotes as quoting
@@ -411,7 +412,7 @@ def recall_for(
             floor=tuning.score_floor,
         )
         picked.rejected = facts_out + picked.rejected
-        return picked
+        return _dated(room.pk, picked)
 
     hits: dict[str, list[tuple[recall.Item, str]]] = {}
     if tuning.keyword_match and tuning.mode in (recall.MIXC, recall.SEMANTIC):
@@ -479,7 +480,11 @@ def recall_for(
         ignore=ignore,
         finer=finer if embedder is not None else None,
     )
-    cosines = _fact_cosines(room, scopes, query_vector) if candidates and query_vector is not None else {}
+    cosines = (
+        _fact_cosines(room, scopes, query_vector, max(FACT_CANDIDATES, tuning.facts_per_reply))
+        if candidates and query_vector is not None
+        else {}
+    )
     outcome.cut += [r for r in choice.rejected if r.reason == recall.BUDGET]
     if tuning.quotes_on and tuning.quotes > 0 and tuning.mode in (recall.MIXC, recall.SEMANTIC):
         _quotes(
@@ -508,7 +513,7 @@ def recall_for(
     return outcome
 
 
-FACT_CANDIDATES = 24  # facts nearest by meaning read from the index per reply
+FACT_CANDIDATES = 24  # facts nearest by meaning read from the index per reply (or Facts per reply)
 
 
 def _priority(tuning) -> tuple[str, ...]:
@@ -565,13 +570,30 @@ def _fact_candidates(
     return found, left
 
 
-def _fact_cosines(room: Room, scopes: list[str], query_vector) -> dict[int, float]:
+def _dated(room_id: int, choice: fact_recall.Choice) -> fact_recall.Choice:
+    """The choice with each fact to send given the days of its messages (one query for all)."""
+    chosen = [*choice.pinned, *choice.yours, *choice.recalled]
+    seqs = {seq for p in chosen for seq in (p.fact.first_seq, p.fact.last_seq) if seq is not None}
+    if not seqs:
+        return choice
+    sent = dict(Message.objects.filter(room_id=room_id, seq__in=seqs).values_list("seq", "created_at"))
+
+    def dated(picked: list[fact_recall.Picked]) -> list[fact_recall.Picked]:
+        out = []
+        for p in picked:
+            when = when_label([sent.get(p.fact.first_seq), sent.get(p.fact.last_seq)])
+            out.append(replace(p, fact=replace(p.fact, when=when)) if when else p)
+        return out
+
+    return replace(
+        choice, pinned=dated(choice.pinned), yours=dated(choice.yours), recalled=dated(choice.recalled)
+    )
+
+
+def _fact_cosines(room: Room, scopes: list[str], query_vector, limit: int) -> dict[int, float]:
     """Each nearby fact's cosine to the query, from the facts index ({} when it cannot be searched)."""
     try:
-        return {
-            fact.pk: cosine
-            for fact, cosine in facts_query(room, scopes, query_vector.tolist(), FACT_CANDIDATES)
-        }
+        return {fact.pk: cosine for fact, cosine in facts_query(room, scopes, query_vector.tolist(), limit)}
     except SearchUnavailable as exc:
         log.warning("facts: the index could not be searched: %s", exc)
         return {}
@@ -591,11 +613,11 @@ def _fill(
     # Each entry: (the chosen thing, its text as the Memory section holds it).
     parts = {
         "pinned": [(s, s.item.text) for s in always if s.why == recall.PINNED]
-        + [(p, f"- {p.fact.text}") for p in chosen.pinned],
+        + [(p, p.line) for p in chosen.pinned],
         "yours": [(s, s.item.text) for s in always if s.why != recall.PINNED]
-        + [(p, f"- {p.fact.text}") for p in chosen.yours],
+        + [(p, p.line) for p in chosen.yours],
         "scene": [(scene, fact_recall.scene_text(scene))] if scene.strip() else [],
-        "facts": [(p, f"- {p.fact.text}") for p in chosen.recalled],
+        "facts": [(p, p.line) for p in chosen.recalled],
         "summaries": [(s, s.item.text) for s in sorted(summaries, key=lambda s: -s.score)],
         "quotes": [(q, q.line) for q in sorted(outcome.quotes, key=lambda q: -q.score)],
     }

@@ -246,8 +246,9 @@ class FactsCycle:
 
 def decay_and_trim(*, room: Room, tuning: MemoryTuning, started: dt.datetime) -> int:
     """Cool every unpinned active fact older than this cycle (`started`) and not recalled since the
-    last cycle; then trim each memory set to `tuning.facts_max` facts and `tuning.facts_hot_tokens`
-    tokens of hot ones (`facts.trim`; soft: forgotten, restorable). Return how many were trimmed."""
+    last cycle; then trim each memory set to `tuning.facts_max` facts (`facts.trim`; soft: forgotten,
+    restorable) and demote the least important hot ones to cold past `tuning.facts_hot_tokens`
+    tokens. Return how many were forgotten."""
     state, _ = RoomMemory.objects.get_or_create(room=room)
     cooling = Fact.objects.filter(room=room, status=Fact.Status.ACTIVE, pinned=False, created_at__lt=started)
     if state.facts_cycle_at is not None:
@@ -271,13 +272,14 @@ def decay_and_trim(*, room: Room, tuning: MemoryTuning, started: dt.datetime) ->
             )
             for fact in mine.values()
         ]
-        doomed = facts.trim(
+        decided = facts.trim(
             views,
             max_count=tuning.facts_max,
             token_budget=tuning.facts_hot_tokens,
             count_tokens=default_count_tokens,
         )
-        for pk in doomed:
+        facts_set_heat(heats={pk: min(mine[pk].heat, facts.DEMOTED_HEAT) for pk in decided.cool})
+        for pk in decided.forget:
             trimmed += fact_forget(fact=mine[pk]).changed
     return trimmed
 

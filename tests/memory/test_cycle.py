@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from memory import facts
 from memory.models import SHARED, Fact, MemoryTuning, RoomMemory, Summary, seat_scope
 from memory.services import catch_up as passes
 from memory.services import facts as fact_services
@@ -210,6 +211,20 @@ def test_a_cycle_trims_the_least_important_unpinned_facts_restorably(room):
     assert {f.pk for f in weak} <= {f.pk for f in forgotten} and pinned.pk not in {f.pk for f in forgotten}
     fact_services.fact_restore(actor=room.host, fact=weak[0])  # soft: it comes back
     assert Fact.objects.get(pk=weak[0].pk).status == Fact.Status.ACTIVE
+
+
+def test_hot_facts_past_their_token_budget_turn_cold_but_stay(room):
+    MemoryTuning(pk=1, facts_hot_tokens=100).save()
+    story_room(room, 16)
+    passes.catch_up(room.pk)
+    made = [make(room, f"Harrow's ledger lists cargo number {n}: " + "crates of oil, " * 8) for n in range(8)]
+    add_story(room, 8)
+    passes.catch_up(room.pk)
+    assert {f.pk for f in active(room)} == {f.pk for f in made}  # nothing forgotten
+    heats = sorted(Fact.objects.filter(room=room).values_list("heat", flat=True), reverse=True)
+    hot = [h for h in heats if facts.is_hot(h)]
+    assert 1 <= len(hot) < len(made)  # what fits the 100 tokens stays hot
+    assert all(h <= facts.DEMOTED_HEAT for h in heats[len(hot) :])
 
 
 def test_each_characters_own_set_gets_facts_from_its_point_of_view(room, host, utility, fake_llm):

@@ -93,6 +93,12 @@ def test_facts_and_the_scene_are_laid_out_under_short_headings():
     assert fact_recall.scene_text("  ") == ""
 
 
+def test_a_fact_shows_the_days_of_its_messages_when_known():
+    dated = fact_recall.Picked(candidate(1, "Maren promised to return.", when="7 May 2023"), 1.0, 1.0)
+    assert dated.line == "- Maren promised to return. (7 May 2023)"
+    assert fact_recall.facts_text([dated]) == "Lasting facts:\n- Maren promised to return. (7 May 2023)"
+
+
 def test_a_parts_heading_is_paid_once_with_its_first_item():
     parts = {"summaries": ["aaaa", "bb"], "quotes": ["cc", "dd"]}
     fitted = facts.budget_order(parts, budget=9, cost=len, overhead={"quotes": 3})

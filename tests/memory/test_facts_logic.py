@@ -19,6 +19,7 @@ from memory.facts import (
     Draft,
     FactView,
     SceneNote,
+    Trimmed,
     budget_order,
     cool,
     extract,
@@ -98,6 +99,27 @@ def test_tool_calls_become_operations_with_the_block_range():
     assert (created.category, created.first_seq, created.last_seq) == ("goal", 17, 24)
     assert parsed.operations[2].reason == "wrong"
     assert parsed.notice == ""
+
+
+def test_a_fact_spans_the_messages_it_cites_inside_the_block():
+    parsed = read(
+        None,
+        [
+            call("create_fact", {"text": "Tobin lost the key.", "category": "event", "messages": [21, 19]}),
+            call("create_fact", {"text": "Mara is tired.", "category": "condition", "messages": "#22"}),
+            call("create_fact", {"text": "Out of the block.", "category": "event", "messages": [3, 99]}),
+            call("create_fact", {"text": "Cites nothing usable.", "category": "event", "messages": [True]}),
+        ],
+    )
+    spans = [(op.draft.first_seq, op.draft.last_seq) for op in parsed.operations]
+    assert spans == [(19, 21), (22, 22), (17, 24), (17, 24)]
+
+
+def test_the_fallbacks_read_cited_messages_too():
+    as_json = read('{"operations": [{"op": "create", "text": "Mara found the map.", "messages": [18, 20]}]}')
+    as_xml = read('<create category="discovery" messages="23, 24">Mara found the map.</create>')
+    assert (as_json.operations[0].draft.first_seq, as_json.operations[0].draft.last_seq) == (18, 20)
+    assert (as_xml.operations[0].draft.first_seq, as_xml.operations[0].draft.last_seq) == (23, 24)
 
 
 def test_tool_arguments_with_a_trailing_comma_are_still_read():
@@ -480,31 +502,31 @@ def test_trim_keeps_the_count_dropping_the_least_important_first():
         fact(4, heat=0.1, confidence=0.9, pinned=True),
         fact(5, heat=0.1, confidence=0.1, by_person=True),
     ]
-    assert trim(found, max_count=3, token_budget=1000, count_tokens=words) == [2, 3]
+    assert trim(found, max_count=3, token_budget=1000, count_tokens=words) == Trimmed(forget=[2, 3], cool=[])
 
 
 def test_trim_breaks_ties_by_the_newest_message():
     found = [fact(1, seq=10), fact(2, seq=30), fact(3, seq=20)]
-    assert trim(found, max_count=2, token_budget=1000, count_tokens=words) == [1]
+    assert trim(found, max_count=2, token_budget=1000, count_tokens=words).forget == [1]
 
 
-def test_trim_fits_the_hot_facts_into_the_token_budget():
+def test_hot_facts_past_the_token_budget_turn_cold_and_are_kept():
     found = [
         fact(1, heat=1.0, confidence=0.9, words=40),
         fact(2, heat=0.9, confidence=0.8, words=40),  # does not fit: 80 > 60
-        fact(3, heat=0.8, confidence=0.5, words=5),  # less important than 2: not kept in its place
+        fact(3, heat=0.8, confidence=0.5, words=5),  # less important than 2: not hot in its place
         fact(4, heat=0.1, confidence=0.9, words=500),  # cold: costs the hot budget nothing
     ]
-    assert trim(found, max_count=10, token_budget=60, count_tokens=words) == [3, 2]
+    assert trim(found, max_count=10, token_budget=60, count_tokens=words) == Trimmed(forget=[], cool=[3, 2])
 
 
 def test_pinned_facts_are_never_trimmed():
     found = [fact(1, pinned=True, words=100), fact(2, pinned=True, words=100), fact(3)]
-    assert trim(found, max_count=1, token_budget=10, count_tokens=words) == [3]
+    assert trim(found, max_count=1, token_budget=10, count_tokens=words) == Trimmed(forget=[3], cool=[])
 
 
 def test_nothing_is_trimmed_when_everything_fits():
-    assert trim([fact(1), fact(2)], max_count=5, token_budget=100, count_tokens=words) == []
+    assert trim([fact(1), fact(2)], max_count=5, token_budget=100, count_tokens=words) == Trimmed([], [])
 
 
 # The memory budget's order.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from memory import facts, manager
 from memory.drafts import Line
 
@@ -37,6 +39,19 @@ def test_manager_messages_fill_the_template_and_list_the_facts_and_the_transcrip
     assert "#9 Traveller: Then Harrow lied to us." in user
     assert "own memory" not in manager.manager_messages(LINES, [])[0]["content"]
     assert "(none yet)" in manager.manager_messages(LINES, [])[1]["content"]
+
+
+def test_the_manager_is_told_the_days_so_a_fact_can_say_when():
+    days = [
+        Line(seq=8, speaker="Maren", text="The ferry is late again.", when=dt.datetime(2023, 5, 7, 20)),
+        Line(seq=9, speaker="Maren", text="It came at dawn.", when=dt.datetime(2023, 5, 8, 6)),
+    ]
+    user = manager.manager_messages(days, [])[1]["content"]
+    assert "Dates: 7–8 May 2023" in user
+    assert (
+        "[7 May 2023]\n#8 Maren: The ferry is late again.\n[8 May 2023]\n#9 Maren: It came at dawn." in user
+    )
+    assert "Dates:" not in manager.manager_messages(LINES, [])[1]["content"]  # undated lines
 
 
 def test_a_custom_template_is_used_as_given():

@@ -3,6 +3,8 @@ server, the built-in embedder, the prompt as the Chat model would get it, and Co
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.urls import reverse
 
@@ -67,6 +69,12 @@ def fact(room, text: str, *, subjects=(), heat: float = 1.0, **kwargs) -> Fact:
     return made
 
 
+def sent_on_7_may_2023(room) -> None:
+    """Date the messages the facts made here come from (10 to 12)."""
+    moment = dt.datetime(2023, 5, 7, 12, tzinfo=dt.UTC)
+    Message.objects.filter(room=room, seq__range=(10, 12)).update(created_at=moment)
+
+
 def ask(room, text: str):
     room_services.message_create(room=room, author=room.host, text=text)
     room.refresh_from_db()
@@ -81,13 +89,16 @@ def sent_ids(outcome) -> set[int]:
     return {p.fact.id for p in outcome.facts}
 
 
-def test_a_relevant_fact_goes_into_the_prompt_with_the_scene_note(told):
+def test_a_relevant_fact_goes_into_the_prompt_dated_with_the_scene_note(told):
+    Message.objects.filter(room=told, seq__range=(10, 12)).update(
+        created_at=dt.datetime(2023, 5, 7, tzinfo=dt.UTC)
+    )
     key = fact(told, KEY_FACT, subjects=["brass key"])
     scene.scene_note_update(room=told, note=SCENE, source=scene.READER, upto_seq=79)
     plan = ask(told, "Where did she put the brass key?")
     assert key.pk in sent_ids(plan.recall)
     text = prompt_text(plan)
-    assert f"{fact_recall.FACTS_HEADING}\n- {KEY_FACT}" in text
+    assert f"{fact_recall.FACTS_HEADING}\n- {KEY_FACT} (7 May 2023)" in text
     assert f"{fact_recall.SCENE_HEADING}\nWhere: the lighthouse gallery" in text
     assert plan.recall.live_start > 12  # the fact's messages had scrolled out
 
@@ -129,6 +140,7 @@ def test_a_tight_budget_keeps_pinned_and_the_scene_before_facts_before_summaries
     tuning = selectors.tuning_get()
     tuning.quotes_on = False  # the budget here is summaries, facts and the scene note alone
     tuning.save()
+    sent_on_7_may_2023(told)
     pinned = fact(told, "The lamp must never go out.", pinned=True, category=Fact.Category.CONDITION)
     key = fact(told, KEY_FACT, subjects=["brass key"])
     scene.scene_note_update(room=told, note=SCENE, source=scene.READER, upto_seq=79)
@@ -136,9 +148,9 @@ def test_a_tight_budget_keeps_pinned_and_the_scene_before_facts_before_summaries
     note = fact_recall.scene_text(selectors.scene_note_text(told))
     budget = (
         count(fact_recall.FACTS_HEADING)
-        + count(f"- {pinned.text}")
+        + count(f"- {pinned.text} (7 May 2023)")
         + count(note)
-        + count(f"- {key.text}")
+        + count(f"- {key.text} (7 May 2023)")
         + 2  # less than any summary
     )
     kwargs = {
