@@ -109,11 +109,14 @@ class _CyclePusher:
         self.host_id = Room.objects.filter(pk=room_id).values_list("host_id", flat=True).first()
         self.meter = runmodes.Meter()
         self.stage_name, self.done, self.total = "summaries", 0, 0
+        self.stages: dict[str, list[int]] = {}  # every stage so far: name -> [done, total]
         self.unsent: list[str] = []
+        self.shown = ""  # all the output pushed so far (its tail is kept for a page opened later)
         self.last = 0.0
 
     def stage(self, name: str, done: int, total: int) -> None:
         self.stage_name, self.done, self.total = name, done, total
+        self.stages[name] = [done, total]
         self.push("running", now=True)
 
     def text(self, piece: str) -> None:
@@ -130,21 +133,23 @@ class _CyclePusher:
             return
         self.last = clock
         text, self.unsent = "".join(self.unsent), []
-        events.to_user_now(
-            self.host_id,
-            {
-                "type": "user.memory",
-                "room": self.room_id,
-                "kind": "cycle",
-                "state": state,
-                "stage": self.stage_name,
-                "done": self.done,
-                "total": self.total,
-                "tokens": self.meter.tokens,
-                "speed": round(self.meter.speed(), 1),
-                "text": text,
-            },
-            on_commit=False,
+        self.shown = (self.shown + text)[-runs.STATE_TEXT :]
+        event = {
+            "type": "user.memory",
+            "room": self.room_id,
+            "kind": "cycle",
+            "state": state,
+            "stage": self.stage_name,
+            "done": self.done,
+            "total": self.total,
+            "tokens": self.meter.tokens,
+            "speed": round(self.meter.speed(), 1),
+            "text": text,
+        }
+        events.to_user_now(self.host_id, event, on_commit=False)
+        runs.cycle_state_save(
+            self.room_id,
+            {**event, "text": self.shown, "stages": [[n, *counts] for n, counts in self.stages.items()]},
         )
 
 

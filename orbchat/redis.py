@@ -70,6 +70,11 @@ def memory_cancel_key(room_id: int) -> str:
     return f"orbchat:memory-cancel:{room_id}"
 
 
+def memory_cycle_state_key(room_id: int) -> str:
+    """The room's running memory cycle as its host's panel last showed it (JSON)."""
+    return f"orbchat:memory-cycle-state:{room_id}"
+
+
 def memory_cycle_cancel_key(room_id: int) -> str:
     """Set when the host cancelled the room's running memory cycle."""
     return f"orbchat:memory-cycle-cancel:{room_id}"

@@ -8,6 +8,8 @@ batch is written or skipped. The host alone is asked, starts and cancels a cycle
 
 from __future__ import annotations
 
+import json
+
 from django.db import transaction
 
 from memory import blocks, jobs, runmodes
@@ -19,6 +21,8 @@ from rooms import events
 from rooms.models import Member, Room, Seat
 
 CANCEL_SECONDS = 600  # how long a Cancel waits for the cycle it stops
+STATE_SECONDS = 60  # a running cycle's state outlives its last update by this much
+STATE_TEXT = 4000  # characters of the Utility model's latest output kept with it
 
 
 def is_group(room: Room) -> bool:
@@ -114,6 +118,27 @@ def cycle_start(*, room: Room) -> None:
 def cycle_cancel(*, room: Room) -> None:
     """Stop the room's running cycle after the model call it is in."""
     redis.sync_client().set(redis.memory_cycle_cancel_key(room.pk), "1", ex=CANCEL_SECONDS)
+
+
+def cycle_state_save(room_id: int, state: dict) -> None:
+    """Keep a running cycle's latest state, so that a page opened meanwhile shows the panel as it
+    stands (`cycle_now`); an ended cycle's is dropped."""
+    key = redis.memory_cycle_state_key(room_id)
+    if state.get("state") != "running":
+        redis.sync_client().delete(key)
+        return
+    kept = {**state, "text": str(state.get("text", ""))[-STATE_TEXT:]}
+    redis.sync_client().set(key, json.dumps(kept), ex=STATE_SECONDS)
+
+
+def cycle_now(room_id: int) -> dict | None:
+    """The room's running memory cycle (stages, tokens, speed, output so far), or None."""
+    raw = redis.sync_client().get(redis.memory_cycle_state_key(room_id))
+    try:
+        state = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def cycle_cancelled(room_id: int) -> bool:

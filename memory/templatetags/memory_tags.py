@@ -31,9 +31,15 @@ def _is_host(context, room) -> bool:
 @register.inclusion_tag("memory/_cycle.html", takes_context=True)
 def memory_cycle(context, room) -> dict:
     """For the host of `room`: the "Update memory?" prompt while a batch waits, and the panel of a
-    running memory cycle (filled live from the socket). Nothing at all for anyone else."""
+    running memory cycle (as it stands when the page opens, then live from the socket). Nothing at
+    all for anyone else."""
     host = _is_host(context, room)
-    return {"host": host, "room": room, "ask": runs.ask_prompt(room) if host else None}
+    return {
+        "host": host,
+        "room": room,
+        "ask": runs.ask_prompt(room) if host else None,
+        "running": runs.cycle_now(room.pk) if host else None,
+    }
 
 
 @register.inclusion_tag("memory/_update_now.html", takes_context=True)

@@ -354,6 +354,13 @@
       }
     });
     document.getElementById("memory-run-close").addEventListener("click", () => { run.hidden = true; });
+    // A cycle already running when the page opened: its panel as the server last saw it.
+    const now = document.getElementById("memory-cycle-now");
+    if (now) {
+      const data = JSON.parse(now.textContent);
+      (data.stages || []).forEach(([name, done, total]) => showCycle({ ...data, stage: name, done, total, text: "" }));
+      showCycle(data);
+    }
     document.querySelectorAll("form[data-cycle]").forEach((form) => {
       form.addEventListener("submit", async (event) => {
         event.preventDefault();

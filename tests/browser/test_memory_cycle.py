@@ -55,7 +55,7 @@ def test_ask_first_then_start_now_shows_the_cycle_to_its_end(contexts, fake_llm,
     fake_llm.script(
         Reply("*Maren trims the wick.* Then we wait."),
         Reply('{"where": "the lighthouse", "who": ["Maren"]}'),  # the cycle reads the scene note first
-        Reply(ANSWER, token_delay=0.12),
+        Reply(ANSWER, token_delay=0.3),  # slow enough to reload the page while it streams
     )
     page = sign_in(contexts(), "owner")
     page.set_viewport_size(SIZES[size])
@@ -85,6 +85,13 @@ def test_ask_first_then_start_now_shows_the_cycle_to_its_end(contexts, fake_llm,
     panel.get_by_text("View live output").click()
     expect(panel.locator("#memory-live-text")).to_contain_text("Maren", timeout=30000)
     shot(page, "memory-cycle-running", size)
+
+    page.reload()  # opened again mid-cycle: the panel as it stands, then live again
+    socket_open(page)
+    expect(panel).to_be_visible()
+    expect(panel.locator("#memory-stages")).to_contain_text("Scene note ✓")
+    expect(panel.locator("#memory-stages")).to_contain_text("Summaries 0/1")
+    expect(panel.locator("#memory-live-text")).to_contain_text("Maren")
 
     expect(panel.locator("#memory-run-state")).to_have_text("done", timeout=60000)
     expect(panel.locator("#memory-stages")).to_contain_text("Summaries 1/1")

@@ -140,6 +140,27 @@ def test_a_member_never_gets_the_prompt_and_may_not_start_skip_or_cancel(room, h
     assert prompt_shown(client_for(host), room)  # the host's prompt is untouched
 
 
+def test_a_page_opened_mid_cycle_shows_the_host_its_panel_as_it_stands_and_a_member_nothing(room, host):
+    guest = make_user(actor=host, username="guest")
+    join(room, guest)
+    running = {"state": "running", "stage": "summaries", "done": 1, "total": 3, "tokens": 42, "speed": 9.5}
+    runs.cycle_state_save(room.pk, {**running, "text": "Maren keeps", "stages": [["scene", 1, 1]]})
+
+    def page_of(person) -> str:
+        return client_for(person).get(reverse("rooms:room", args=[room.pk])).content.decode()
+
+    try:
+        html = page_of(host)
+        now = re.search(r'<script id="memory-cycle-now" type="application/json">(.*?)</script>', html)
+        assert now and '"stage": "summaries"' in now[1] and '"tokens": 42' in now[1]
+        assert "Maren keeps" in now[1]
+        assert "memory-cycle-now" not in page_of(guest)
+        runs.cycle_state_save(room.pk, {**running, "state": "done"})  # an ended cycle: no panel to restore
+        assert "memory-cycle-now" not in page_of(host)
+    finally:
+        runs.cycle_state_save(room.pk, {"state": "done"})
+
+
 def test_the_streamed_summary_is_the_same_as_the_one_written_without_streaming(room, host, fake_llm):
     set_utility(host, fake_llm)
     utility = model_roles_get(user=host).utility
@@ -252,6 +273,8 @@ class TestInTheWorker:
         page.post(reverse("memory:cycle_start", args=[room.pk]))
         # The cycle reads the scene note first, then writes the first summary.
         wait_for(lambda: len(fake_llm.requests) >= 2, what="the first summary's model call")
+        html = page.get(reverse("rooms:room", args=[room.pk])).content.decode()
+        assert 'id="memory-cycle-now"' in html and '"stage": "summaries"' in html  # a reload shows it
         assert page.post(reverse("memory:cycle_cancel", args=[room.pk])).status_code == 302
         events = []
         wait_for(lambda: events.extend(inbox.memory()) or any(e.get("state") == "cancelled" for e in events))
@@ -259,6 +282,7 @@ class TestInTheWorker:
         assert [(s.tier, s.block) for s in written] == [(0, 0)]  # the call under way finished, whole
         assert written[0].source == Summary.Source.UTILITY and "Maren keeps the light" in written[0].text
         assert len(fake_llm.requests) == 2  # the scene note's and the summary's: no further call
+        assert "memory-cycle-now" not in page.get(reverse("rooms:room", args=[room.pk])).content.decode()
         # Nothing else is written later either; the next Start goes on where it stopped.
         time.sleep(2)
         assert Summary.objects.filter(room=room).count() == 1
