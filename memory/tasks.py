@@ -160,7 +160,7 @@ def _cycle(room_id: int, beat: Callable[[], None], **options) -> None:
     """One memory pass of the room, shown to its host as it runs; Cancel stops it between calls."""
     push = _CyclePusher(room_id)
     push.stage("scene", 0, 1)
-    cycle.scene_note_refresh(room_id)
+    cycle.scene_note_refresh(room_id, on_text=push.text)
     push.stage("scene", 1, 1)
     beat()
     try:

@@ -180,6 +180,7 @@ def catch_up(
             utility=utility,
             beat=partial(progress, done, total) if progress else None,
             on_block=partial(stage, "facts"),
+            on_text=on_text,
             written=frozenset(block for tier, block in plan.write if tier == 0),
         )
         obsolete = plan.obsolete + plan.obsolete_person

@@ -27,7 +27,7 @@ from memory.selectors import memory_on, message_lines
 from memory.services import scene
 from memory.services.facts import fact_correct, fact_create, fact_forget, fact_pin, facts_set_heat
 from memory.services.person import MemoryRefused
-from memory.services.summaries import RETRIABLE_STATUS, UTILITY_TIMEOUT, ProviderTrouble
+from memory.services.summaries import RETRIABLE_STATUS, UTILITY_TIMEOUT, OnText, ProviderTrouble
 from orbchat.connections import gateway
 from orbchat.connections.selectors import model_roles_get
 from orbchat.library.textformats import text_format_for
@@ -50,9 +50,10 @@ def _template(utility):
     return text_format.instruct if text_format is not None else None
 
 
-def ask_manager(utility, messages: list[dict]) -> tuple[str, list[dict]]:
+def ask_manager(utility, messages: list[dict], *, on_text: OnText | None = None) -> tuple[str, list[dict]]:
     """Ask the memory manager with the tools; a provider that refuses tools is asked once more
-    without them (the prompt carries the JSON/XML fallback format). Raises ProviderTrouble."""
+    without them (the prompt carries the JSON/XML fallback format). With `on_text`, the answer is
+    streamed to it as it is written (the host's cycle panel). Raises ProviderTrouble."""
     target = gateway.target_for(utility)
     params = {
         "template": _template(utility),
@@ -60,14 +61,21 @@ def ask_manager(utility, messages: list[dict]) -> tuple[str, list[dict]]:
         "temperature": 0.2,
         "max_tokens": MANAGER_MAX_TOKENS,
     }
+
+    def ask(tools: list[dict] | None) -> tuple[str, list[dict]]:
+        if on_text is None:
+            return gateway.complete_with_tools(target, messages, tools=tools, **params)
+        on_text("")  # the call opens
+        return gateway.stream_with_tools(target, messages, tools=tools, on_text=on_text, **params)
+
     try:
-        return gateway.complete_with_tools(target, messages, tools=facts.TOOLS, **params)
+        return ask(facts.TOOLS)
     except Exception as exc:  # noqa: BLE001 - classified here
         if gateway.explain(exc) != gateway.REJECTED:
             raise _trouble(exc) from exc
         log.info("the Utility model refused the tools (%s); asking for the fallback format", exc)
     try:
-        return gateway.complete_with_tools(target, messages, tools=None, **params)
+        return ask(None)
     except Exception as exc:  # noqa: BLE001 - classified here
         raise _trouble(exc) from exc
 
@@ -159,12 +167,13 @@ class FactsCycle:
         utility,
         beat: Callable[[], None] | None = None,
         on_block: Callable[[int, int], None] | None = None,
+        on_text: OnText | None = None,
         written: frozenset[int] = frozenset(),
     ):
         """Read the summarised blocks of `scope` the manager has not read (oldest first) for facts:
         those summarised in this run (`written`), and of the older ones up to `limit`;
-        `on_block(done, total)` hears each. Return the Utility connection for the rest of the run
-        (None once it failed and fell back)."""
+        `on_block(done, total)` hears each, `on_text` the model's answers as they stream. Return
+        the Utility connection for the rest of the run (None once it failed and fell back)."""
         pending = (
             Summary.objects.filter(room=self.room, scope=scope, tier=0, stale=False)
             .exclude(input_hash="")
@@ -184,7 +193,7 @@ class FactsCycle:
                 beat()
             lines = message_lines(self.room, summary.seq_from, summary.seq_to + 1)
             try:
-                operations, source = self._read(scope, pov, lines, utility)
+                operations, source = self._read(scope, pov, lines, utility, on_text)
             except ProviderTrouble as exc:
                 if not self.fallback:
                     raise
@@ -198,7 +207,9 @@ class FactsCycle:
             on_block(len(pending), len(pending))
         return utility
 
-    def _read(self, scope: str, pov: str | None, lines: list[Line], utility) -> tuple[list, str]:
+    def _read(
+        self, scope: str, pov: str | None, lines: list[Line], utility, on_text: OnText | None = None
+    ) -> tuple[list, str]:
         if not lines:
             return [], Fact.Source.EXTRACTOR
         if utility is None:
@@ -210,7 +221,7 @@ class FactsCycle:
         messages = manager.manager_messages(
             lines, shown, pov=pov, room_title=self.room.title, template=self.template
         )
-        content, calls = ask_manager(utility, messages)
+        content, calls = ask_manager(utility, messages, on_text=on_text)
         parsed = facts.parse_reply(
             content,
             calls,
@@ -284,10 +295,10 @@ def decay_and_trim(*, room: Room, tuning: MemoryTuning, started: dt.datetime) ->
     return trimmed
 
 
-def scene_note_refresh(room_id: int) -> bool:
+def scene_note_refresh(room_id: int, *, on_text: OnText | None = None) -> bool:
     """Read the room's scene note again from its latest messages, if any arrived since it last
     read; the Utility model writes it when connected (its failure falls back to the built-in
-    reader). Return whether the note changed."""
+    reader), streaming its answer to `on_text` when given. Return whether the note changed."""
     room = Room.objects.select_related("host").filter(pk=room_id).first()
     if room is None or not memory_on(room):
         return False
@@ -304,14 +315,23 @@ def scene_note_refresh(room_id: int) -> bool:
     if utility is not None:
         previous = facts.SceneNote(**_note_fields(state.scene_note)) if state and state.scene_note else None
         try:
-            answer = gateway.complete(
-                gateway.target_for(utility),
-                manager.scene_messages(lines, previous=previous),
-                template=_template(utility),
-                timeout=UTILITY_TIMEOUT,
-                temperature=0.2,
-                max_tokens=SCENE_MAX_TOKENS,
-            )
+            target = gateway.target_for(utility)
+            asked = manager.scene_messages(lines, previous=previous)
+            params = {
+                "template": _template(utility),
+                "timeout": UTILITY_TIMEOUT,
+                "temperature": 0.2,
+                "max_tokens": SCENE_MAX_TOKENS,
+            }
+            if on_text is None:
+                answer = gateway.complete(target, asked, **params)
+            else:
+                on_text("")  # the call opens
+                pieces = []
+                for piece in gateway.stream(target, asked, **params):
+                    pieces.append(piece)
+                    on_text(piece)
+                answer = "".join(pieces)
             note = manager.parse_scene(answer)
         except Exception as exc:  # noqa: BLE001 - the reader writes the note instead
             log.warning(

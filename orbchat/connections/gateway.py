@@ -342,6 +342,52 @@ def stream(
             yield chunk.choices[0].delta.content
 
 
+def stream_with_tools(
+    target: Target,
+    messages: list[dict],
+    *,
+    tools: list[dict] | None,
+    on_text: Callable[[str], None],
+    template: instruct.Instruct | None = None,
+    timeout: float = 60,
+    **params,
+) -> tuple[str, list[dict]]:
+    """`complete_with_tools`, streamed: hand each piece of the answer to `on_text` as it arrives
+    (its text, and its tool calls' arguments as they are written); return the same text and tool
+    calls as the unstreamed call."""
+    import litellm
+
+    if target.text_backend or not tools:
+        pieces = []
+        for piece in stream(target, messages, template=template, timeout=timeout, **params):
+            pieces.append(piece)
+            on_text(piece)
+        return "".join(pieces), []
+    check(target)
+    text: list[str] = []
+    calls: dict[int, dict] = {}  # by the index the stream gives each call
+    request = {"messages": messages, "tools": tools, "stream": True, "timeout": timeout, "num_retries": 0}
+    for chunk in litellm.completion(**_request(target, {**request, **params})):
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if delta.content:
+            text.append(delta.content)
+            on_text(delta.content)
+        for part in getattr(delta, "tool_calls", None) or ():
+            call = calls.setdefault(
+                part.index or 0, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            call["id"] = part.id or call["id"]
+            function = part.function
+            if function is not None:
+                call["function"]["name"] = call["function"]["name"] or function.name or ""
+                if function.arguments:
+                    call["function"]["arguments"] += function.arguments
+                    on_text(function.arguments)
+    return "".join(text), [calls[index] for index in sorted(calls)]
+
+
 async def acomplete(
     target: Target,
     messages: list[dict],

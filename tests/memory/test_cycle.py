@@ -64,6 +64,19 @@ def manager_requests(fake_llm) -> list[dict]:
     return [r.body for r in fake_llm.requests if "Facts kept" in str(r.body.get("messages"))]
 
 
+def test_streamed_to_the_cycle_panel_the_managers_tool_calls_write_the_same_facts(room, utility, fake_llm):
+    fake_llm.script(SUMMARY, calls(create_vow(), tool("pin_fact", id=999)))
+    story_room(room, 16)
+    heard: list[str] = []
+    passes.catch_up(room.pk, on_text=heard.append)
+    (fact,) = active(room)
+    assert (fact.text, fact.category, fact.subjects) == (VOW, "promise", ["Maren"])
+    assert all(request.body.get("stream") for request in fake_llm.requests)  # every call streamed
+    assert VOW in "".join(heard)  # the tool call's arguments, shown as they came
+    assert heard.count("") == 2  # two calls opened: the summary's and the manager's
+    assert "#999" in RoomMemory.objects.get(room=room).last_error  # the second call, read apart
+
+
 def test_tool_calls_create_facts_over_the_block(room, utility, fake_llm):
     fake_llm.script(SUMMARY, calls(create_vow()))
     story_room(room, 16)
