@@ -87,7 +87,16 @@ def _stop_heartbeat(**kwargs) -> None:
 @worker_ready.connect
 def _warm_up(**kwargs) -> None:
     """Import litellm (slow: docs/benchmarks.md) when the worker starts, not inside the first task,
-    under its lock."""
-    from orbchat.connections import gateway  # its models need the app registry, ready only once the worker is
+    under its lock; but only when someone has a Utility model. Memory written by the built-in
+    summariser and embedder never needs it, and it holds about 260 MB with its tokenizer."""
+    # Their models need the app registry, ready only once the worker is.
+    from orbchat.connections import gateway
+    from orbchat.connections.selectors import utility_in_use
 
-    gateway.count_tokens("warm up")
+    try:
+        wanted = utility_in_use()
+    except Exception as exc:  # noqa: BLE001 - no database yet: the first task imports it if it must
+        log.warning("worker warm-up: %s", exc)
+        return
+    if wanted:
+        gateway.count_tokens("warm up")
