@@ -106,26 +106,26 @@ def index_room(
     return done
 
 
-def upsert_memories_into(generation, batch: list[Summary], *, required: bool) -> None:
-    """Embed and store summaries in one generation, with that generation's own model."""
+def _upsert_into(generation, batch: list, store, *, required: bool) -> None:
+    """Embed the texts of `batch` with the generation's own model and `store` them with their
+    vectors; an older generation whose model is gone is skipped unless `required`."""
     try:
-        vectors = embedding.embed_with(generation.model_key, [s.text for s in batch])
+        vectors = embedding.embed_with(generation.model_key, [item.text for item in batch])
     except embedding.EmbedderFailed:
         if required:
             raise
         return  # an older index whose model is gone: it retires once the new one is built
-    index.upsert_memories(generation, batch, vectors)
+    store(generation, batch, vectors)
+
+
+def upsert_memories_into(generation, batch: list[Summary], *, required: bool) -> None:
+    """Embed and store summaries in one generation, with that generation's own model."""
+    _upsert_into(generation, batch, index.upsert_memories, required=required)
 
 
 def upsert_facts_into(generation, batch: list[Fact], *, required: bool) -> None:
     """Embed and store facts in one generation, with that generation's own model."""
-    try:
-        vectors = embedding.embed_with(generation.model_key, [f.text for f in batch])
-    except embedding.EmbedderFailed:
-        if required:
-            raise
-        return  # an older index whose model is gone: it retires once the new one is built
-    index.upsert_facts(generation, batch, vectors)
+    _upsert_into(generation, batch, index.upsert_facts, required=required)
 
 
 def facts_indexed(facts: list[Fact]) -> None:
