@@ -1,4 +1,5 @@
-"""Health checks of the parts OrbChat runs on: database, Redis, Chroma and a Celery worker.
+"""Health checks of the parts OrbChat runs on: database, Redis, Chroma, a Celery worker, and this
+web process's own warm-up.
 
 The checks run at once, each in a thread of its own, and the answer waits for them at most
 HEALTH_CHECK_TIMEOUT seconds: a part that hangs (a frozen server accepts a connection and then
@@ -19,8 +20,23 @@ from django.db import connection
 
 from orbchat import redis
 from orbchat.celery import HEARTBEAT_PREFIX, HEARTBEAT_TTL, app, broker_redis
+from orbchat.connections import embedder
 
 OK = "ok"
+
+# What this process is still warming up (a web process at its start), by name.
+_warming: set[str] = set()
+_warming_lock = threading.Lock()
+
+
+def warming(name: str) -> None:
+    with _warming_lock:
+        _warming.add(name)
+
+
+def warmed(name: str) -> None:
+    with _warming_lock:
+        _warming.discard(name)
 
 
 def _own_limit() -> float:
@@ -78,11 +94,24 @@ def check_worker() -> str:
     return OK
 
 
+def check_web() -> str:
+    """This process is ready once its warm-up is done: litellm imported and, in a web process,
+    the memory model loaded. Until then /healthz answers 503 with what it waits for, so that
+    `make run` says "ready" (and a load balancer sends people) only once a reply starts at once."""
+    with _warming_lock:
+        waits = sorted(_warming)
+    model = embedder.serving_state()
+    if model:
+        waits.append(model)
+    return f"warming up: {'; '.join(waits)}" if waits else OK
+
+
 CHECKS: dict[str, Callable[[], str]] = {
     "db": check_db,
     "redis": check_redis,
     "chroma": check_chroma,
     "worker": check_worker,
+    "web": check_web,
 }
 
 

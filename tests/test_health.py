@@ -9,11 +9,15 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection
 
+from orbchat import health
 from orbchat.celery import HEARTBEAT_PREFIX, HEARTBEAT_TTL, app, broker_redis
 from tests import services
 from tests.services import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+ALL_OK = {"db": "ok", "redis": "ok", "chroma": "ok", "worker": "ok", "web": "ok"}
 
 
 def get_health(client):
@@ -23,7 +27,18 @@ def get_health(client):
 
 def test_all_parts_ok(client, celery_worker):
     status, body = get_health(client)
-    assert (status, body) == (200, {"db": "ok", "redis": "ok", "chroma": "ok", "worker": "ok"})
+    assert (status, body) == (200, ALL_OK)
+
+
+def test_a_process_still_warming_up_is_not_ready_yet(client, celery_worker):
+    health.warming("litellm")
+    try:
+        status, body = get_health(client)
+        assert status == 503 and body["web"] == "warming up: litellm"
+        assert body["db"] == body["worker"] == "ok"
+    finally:
+        health.warmed("litellm")
+    assert get_health(client) == (200, ALL_OK)
 
 
 def test_healthz_needs_no_login_even_before_setup(client, celery_worker):

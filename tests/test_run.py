@@ -112,6 +112,7 @@ def test_run_serves_and_stops_on_ctrl_c_and_keeps_its_secret_across_a_restart(tm
             "redis": "ok",
             "chroma": "ok",
             "worker": "ok",
+            "web": "ok",
         }
         wait_for_line(log_path, f"OrbChat is ready: {url}", timeout=10)
         secret = (data_dir / "secret_key").read_text()

@@ -123,6 +123,16 @@ def state() -> str:
     return "idle"
 
 
+def serving_state() -> str:
+    """For /healthz: "" when this is no web process or its model is loaded; else why it is not
+    ready yet (still loading, or failed to load)."""
+    if _web is None or state() == "ready":
+        return ""
+    if _warm_failed and state() != "loading":
+        raise RuntimeError(f"the memory model failed to load: {_warm_failed[-1]}")
+    return "the memory model is still loading"
+
+
 def warm() -> str:
     """Start loading the model in the background (a page that will need it soon); return state()."""
     global _warming
