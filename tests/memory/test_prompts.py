@@ -61,7 +61,8 @@ def test_the_built_in_text_given_as_a_template_is_the_built_in_prompt(kind):
         assert as_typed == manager_messages(case["lines"], [], pov="Maren")
         assert as_typed[0]["content"].startswith("You keep the lasting facts of a long roleplay chat")
         assert "Maren's own memory" in as_typed[0]["content"] and "{{" not in as_typed[0]["content"]
-        assert as_typed[1]["content"].startswith("Facts kept:\n(none yet)\n\nTranscript:\n#")
+        user = as_typed[1]["content"]
+        assert user.startswith("Facts kept:\n(none yet)\n\nDates: 12 Mar 2026\n\nTranscript:\n#")
     else:
         as_typed = rollup_messages(CHILDREN, tier=2, pov="Ada", template=prompts.builtin(kind))
         assert as_typed == rollup_messages(CHILDREN, tier=2, pov="Ada")
