@@ -257,6 +257,9 @@ def _session(model_file: Path, *, threads: int):
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # Idle intra-op threads sleep instead of spinning: a worker's batch threads would otherwise
+    # keep every core busy between operators, against the web process's queries.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
 
 
