@@ -27,7 +27,7 @@ from memory.selectors import memory_on, message_lines
 from memory.services import scene
 from memory.services.facts import fact_correct, fact_create, fact_forget, fact_pin, facts_set_heat
 from memory.services.person import MemoryRefused
-from memory.services.summaries import RETRIABLE_STATUS, UTILITY_TIMEOUT, OnText, ProviderTrouble
+from memory.services.summaries import RETRIABLE_STATUS, UTILITY_TIMEOUT, OnText, ProviderTrouble, utility_call
 from orbchat.connections import gateway
 from orbchat.connections.selectors import model_roles_get
 from orbchat.library.textformats import text_format_for
@@ -61,21 +61,14 @@ def ask_manager(utility, messages: list[dict], *, on_text: OnText | None = None)
         "temperature": 0.2,
         "max_tokens": MANAGER_MAX_TOKENS,
     }
-
-    def ask(tools: list[dict] | None) -> tuple[str, list[dict]]:
-        if on_text is None:
-            return gateway.complete_with_tools(target, messages, tools=tools, **params)
-        on_text("")  # the call opens
-        return gateway.stream_with_tools(target, messages, tools=tools, on_text=on_text, **params)
-
     try:
-        return ask(facts.TOOLS)
+        return utility_call(target, messages, tools=facts.TOOLS, on_text=on_text, **params)
     except Exception as exc:  # noqa: BLE001 - classified here
         if gateway.explain(exc) != gateway.REJECTED:
             raise _trouble(exc) from exc
         log.info("the Utility model refused the tools (%s); asking for the fallback format", exc)
     try:
-        return ask(None)
+        return utility_call(target, messages, on_text=on_text, **params)
     except Exception as exc:  # noqa: BLE001 - classified here
         raise _trouble(exc) from exc
 
@@ -315,23 +308,15 @@ def scene_note_refresh(room_id: int, *, on_text: OnText | None = None) -> bool:
     if utility is not None:
         previous = facts.SceneNote(**_note_fields(state.scene_note)) if state and state.scene_note else None
         try:
-            target = gateway.target_for(utility)
-            asked = manager.scene_messages(lines, previous=previous)
-            params = {
-                "template": _template(utility),
-                "timeout": UTILITY_TIMEOUT,
-                "temperature": 0.2,
-                "max_tokens": SCENE_MAX_TOKENS,
-            }
-            if on_text is None:
-                answer = gateway.complete(target, asked, **params)
-            else:
-                on_text("")  # the call opens
-                pieces = []
-                for piece in gateway.stream(target, asked, **params):
-                    pieces.append(piece)
-                    on_text(piece)
-                answer = "".join(pieces)
+            answer, _ = utility_call(
+                gateway.target_for(utility),
+                manager.scene_messages(lines, previous=previous),
+                on_text=on_text,
+                template=_template(utility),
+                timeout=UTILITY_TIMEOUT,
+                temperature=0.2,
+                max_tokens=SCENE_MAX_TOKENS,
+            )
             note = manager.parse_scene(answer)
         except Exception as exc:  # noqa: BLE001 - the reader writes the note instead
             log.warning(

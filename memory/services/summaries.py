@@ -39,6 +39,17 @@ RETRIABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 OnText = Callable[[str], None]
 
 
+def utility_call(
+    target, messages: list[dict], *, tools: list[dict] | None = None, on_text: OnText | None = None, **params
+) -> tuple[str, list[dict]]:
+    """One Utility model call: its text and tool calls, asked whole, or streamed to `on_text`
+    (an empty piece first, as the call opens) with the same result. Provider errors pass through."""
+    if on_text is None:
+        return gateway.complete_with_tools(target, messages, tools=tools, **params)
+    on_text("")
+    return gateway.stream_with_tools(target, messages, tools=tools, on_text=on_text, **params)
+
+
 class ProviderTrouble(Exception):
     """The Utility model failed; `retriable` says whether trying later may help."""
 
@@ -64,14 +75,7 @@ def _utility_answer(
     host's cycle panel); the answer returned is the same whole text either way."""
     params = {"template": template, "timeout": UTILITY_TIMEOUT, "temperature": 0.2, "max_tokens": 600}
     try:
-        if on_text is None:
-            return gateway.complete(target, messages, **params)
-        on_text("")  # the call opens
-        pieces = []
-        for piece in gateway.stream(target, messages, **params):
-            pieces.append(piece)
-            on_text(piece)
-        return "".join(pieces)
+        return utility_call(target, messages, on_text=on_text, **params)[0]
     except Exception as exc:  # noqa: BLE001 - classified and reported by the caller
         status = getattr(exc, "status_code", None)
         retriable = status in RETRIABLE_STATUS or status is None
