@@ -66,17 +66,24 @@ def _heartbeat_key() -> str:
     return f"{HEARTBEAT_PREFIX}{socket.gethostname()}:{os.getpid()}"
 
 
+_beats: list[threading.Thread] = []  # the running heartbeat thread
+
+
 @worker_ready.connect
 def _start_heartbeat(**kwargs) -> None:
     _beating.clear()
     beat = threading.Thread(target=_heartbeat, args=(_heartbeat_key(),), name="worker-heartbeat", daemon=True)
     beat.start()
+    _beats.append(beat)
 
 
 @worker_shutdown.connect
 def _stop_heartbeat(**kwargs) -> None:
-    """Withdraw the heartbeat at once: a stopped worker is not counted until its key lapses."""
+    """Withdraw the heartbeat at once, once its thread has stopped renewing it: a stopped worker
+    is not counted until its key lapses."""
     _beating.set()
+    while _beats:
+        _beats.pop().join(timeout=2)
     try:
         with app.connection_for_write() as conn:
             broker_redis(conn).delete(_heartbeat_key())
