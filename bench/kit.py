@@ -77,6 +77,7 @@ class Children:
     def __init__(self, prefix: str = "orbchat-bench-") -> None:
         self.folder = Path(tempfile.mkdtemp(prefix=prefix))
         self.processes: list[subprocess.Popen] = []
+        self.collected = False  # static files, before the first web process
 
     def __enter__(self) -> Children:
         return self
@@ -103,7 +104,13 @@ class Children:
 
     def start_web(self, name: str, options: Sequence[str] = (), cwd: Path | None = None) -> str:
         """daphne serving OrbChat (the code in `cwd`, by default the project folder) over this
-        process's database, Redis and data folder; its URL, once it answers."""
+        process's database, Redis and data folder; its URL, once it answers. The pages' static
+        files are collected into that data folder first, as `make run` does."""
+        if not self.collected:
+            from django.core.management import call_command
+
+            call_command("collectstatic", "--noinput", "-v", "0")
+            self.collected = True
         port = free_port()
         env = {
             **os.environ,
@@ -112,6 +119,8 @@ class Children:
             "CHROMA_URL": settings.CHROMA_URL,
             "SECRET_KEY": settings.SECRET_KEY,
             "ORBCHAT_DATA_DIR": str(settings.DATA_DIR),
+            # The stand-in providers on loopback, allowed as in this process (`python -m bench`).
+            "OUTBOUND_ALLOW": settings.OUTBOUND_ALLOW or "",
         }
         daphne = str(Path(sys.executable).parent / "daphne")
         args = [daphne, "-b", "127.0.0.1", "-p", str(port), *options, "orbchat.asgi:application"]

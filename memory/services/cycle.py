@@ -25,7 +25,15 @@ from memory.drafts import Line
 from memory.models import Fact, MemoryTuning, RoomMemory, Summary
 from memory.selectors import memory_on, message_lines
 from memory.services import scene
-from memory.services.facts import fact_correct, fact_create, fact_forget, fact_pin, facts_set_heat
+from memory.services.facts import (
+    fact_correct,
+    fact_create,
+    fact_forget,
+    fact_pin,
+    facts_forget_trimmed,
+    facts_index,
+    facts_set_heat,
+)
 from memory.services.person import MemoryRefused
 from memory.services.summaries import RETRIABLE_STATUS, UTILITY_TIMEOUT, OnText, ProviderTrouble, utility_call
 from orbchat.connections import gateway
@@ -94,8 +102,9 @@ def _known(room: Room, scope: str) -> list[manager.Known]:
     ]
 
 
-def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> bool:
-    """Apply one operation; return whether it changed anything (a person's fact is left alone)."""
+def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> Fact | None:
+    """Apply one operation (a person's fact is left alone); return the fact it wrote, a new one or
+    a correction, whose indexing is left to the caller."""
     draft = operation.draft
     if operation.kind == "create":
         outcome = fact_create(
@@ -108,11 +117,12 @@ def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> b
             first_seq=draft.first_seq,
             last_seq=draft.last_seq,
             source=source,
+            index_now=False,
         )
-        return outcome.changed
+        return outcome.fact if outcome.changed else None
     fact = Fact.objects.filter(room=room, scope=scope, pk=operation.target).first()
     if fact is None:
-        return False
+        return None
     if operation.kind == "update":
         outcome = fact_correct(
             fact=fact,
@@ -123,12 +133,14 @@ def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> b
             confidence=draft.confidence,
             first_seq=draft.first_seq,
             last_seq=draft.last_seq,
+            index_now=False,
         )
-    elif operation.kind == "delete":
-        outcome = fact_forget(fact=fact)
+        return outcome.fact if outcome.changed else None
+    if operation.kind == "delete":
+        fact_forget(fact=fact)
     else:
-        outcome = fact_pin(fact=fact)
-    return outcome.changed
+        fact_pin(fact=fact)
+    return None
 
 
 @dataclass
@@ -232,13 +244,24 @@ class FactsCycle:
             current = Summary.objects.select_for_update().filter(pk=summary.pk).first()
             if current is None or current.stale or current.input_hash != summary.input_hash:
                 return  # its messages changed meanwhile: the next run reads the block again
+            written = []
             for operation in operations:
                 try:
-                    _apply(self.room, scope, operation, source)
+                    fact = _apply(self.room, scope, operation, source)
                 except MemoryRefused as exc:
                     self.problems.append(f"a fact was not saved: {exc}")
+                    continue
+                if fact is not None:
+                    written.append(fact)
             current.manager_hash = current.input_hash
             current.save(update_fields=["manager_hash"])
+        # The block's facts are embedded together, once they are committed. If that fails they
+        # stay unindexed and the next catch-up indexes them.
+        if written:  # re-read: a later operation of the block may have replaced one
+            facts_index(
+                self.room,
+                list(Fact.objects.filter(pk__in=[f.pk for f in written], status=Fact.Status.ACTIVE)),
+            )
         self.managed += 1
 
     def finish(self, tuning: MemoryTuning) -> int:
@@ -257,7 +280,8 @@ def decay_and_trim(*, room: Room, tuning: MemoryTuning, started: dt.datetime) ->
     cooling = Fact.objects.filter(room=room, status=Fact.Status.ACTIVE, pinned=False, created_at__lt=started)
     if state.facts_cycle_at is not None:
         cooling = cooling.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=state.facts_cycle_at))
-    facts_set_heat(heats={pk: facts.cool(heat) for pk, heat in cooling.values_list("pk", "heat")})
+    # One cycle's cooling multiplies every such heat by the same factor: one UPDATE, not a row each.
+    cooling.update(heat=F("heat") * facts.cool(1.0))
     RoomMemory.objects.filter(pk=state.pk).update(facts_cycle_at=timezone.now())
 
     trimmed = 0
@@ -283,8 +307,7 @@ def decay_and_trim(*, room: Room, tuning: MemoryTuning, started: dt.datetime) ->
             count_tokens=default_count_tokens,
         )
         facts_set_heat(heats={pk: min(mine[pk].heat, facts.DEMOTED_HEAT) for pk in decided.cool})
-        for pk in decided.forget:
-            trimmed += fact_forget(fact=mine[pk]).changed
+        trimmed += facts_forget_trimmed(room=room, ids=decided.forget)
     return trimmed
 
 

@@ -163,8 +163,9 @@ def _cycle_source(source: str) -> str:
 # The index ----------------------------------------------------------------------------------------
 
 
-def _index_now(room: Room, facts: list[Fact]) -> str:
-    """Index these (active) facts in every live generation now; return a notice if that failed."""
+def facts_index(room: Room, facts: list[Fact]) -> str:
+    """Index these (active) facts in every live generation now, embedded together; return a
+    notice if that failed (they are then indexed by the next catch-up)."""
     facts = [f for f in facts if f.status == Fact.Status.ACTIVE]
     if not facts:
         return ""
@@ -216,9 +217,11 @@ def fact_create(
     source: str,
     pinned: bool = False,
     actor=None,
+    index_now: bool = True,
 ) -> FactOutcome:
     """Write a fact unless the same text was written in this room, scope and range before (then
-    return that one, `changed` False). `actor` is the person when `source` is "person"."""
+    return that one, `changed` False). `actor` is the person when `source` is "person". `index`
+    False leaves indexing to the caller (`facts_index`), which writes many facts at once."""
     text = clean_fact_text(text)
     values = {
         "category": clean_category(category),
@@ -250,7 +253,7 @@ def fact_create(
             changed_by=actor if values["source"] == Fact.Source.PERSON else None,
             **values,
         )
-    return FactOutcome(fact, changed=True, notice=_index_now(room, [fact]))
+    return FactOutcome(fact, changed=True, notice=facts_index(room, [fact]) if index_now else "")
 
 
 def fact_add_by_person(
@@ -301,10 +304,12 @@ def fact_correct(
     confidence: float | None = None,
     first_seq: int | None = None,
     last_seq: int | None = None,
+    index_now: bool = True,
 ) -> FactOutcome:
     """Correct a fact for the memory cycle: a new active fact (what is not given is the old one's;
     the range too, unless both ends are given; a pin carries over), and the old one superseded by
-    it. A person's fact, one no longer active, or the same text again is returned untouched."""
+    it. A person's fact, one no longer active, or the same text again is returned untouched.
+    `index_now` False leaves indexing the new fact to the caller (`facts_index`)."""
     source = _cycle_source(source)
     room = fact.room
     text = clean_fact_text(text)
@@ -353,7 +358,7 @@ def fact_correct(
         old.superseded_by = new
         old.save(update_fields=["status", "superseded_by", "updated_at"])
     _unindex(room, [old])
-    return FactOutcome(new, changed=True, notice=_index_now(room, [new]))
+    return FactOutcome(new, changed=True, notice=facts_index(room, [new]) if index_now else "")
 
 
 def fact_edit_by_person(
@@ -385,7 +390,7 @@ def fact_edit_by_person(
         current.source = Fact.Source.PERSON
         current.changed_by = actor
         current.save()
-    return FactOutcome(current, changed=True, notice=_index_now(current.room, [current]))
+    return FactOutcome(current, changed=True, notice=facts_index(current.room, [current]))
 
 
 def _pin(fact: Fact, pinned: bool, actor) -> FactOutcome:
@@ -427,6 +432,24 @@ def fact_forget(*, fact: Fact, actor=None) -> FactOutcome:
     return FactOutcome(current, changed=True)
 
 
+def facts_forget_trimmed(*, room: Room, ids: Iterable[int]) -> int:
+    """The memory cycle's trim forgets these facts at once (soft, restorable, as `fact_forget`
+    with no actor: a person's fact and one no longer active are left alone), then takes them out
+    of the index in one call. Return how many were forgotten."""
+    with transaction.atomic():
+        forgotten = list(
+            Fact.objects.select_for_update()
+            .filter(room=room, pk__in=list(ids), status=Fact.Status.ACTIVE)
+            .exclude(source=Fact.Source.PERSON)
+        )
+        Fact.objects.filter(pk__in=[fact.pk for fact in forgotten]).update(
+            status=Fact.Status.FORGOTTEN, updated_at=timezone.now()
+        )
+    if forgotten:
+        _unindex(room, forgotten)
+    return len(forgotten)
+
+
 def fact_restore(*, actor, fact: Fact) -> FactOutcome:
     """A person brings a forgotten or corrected fact back: it becomes the active version of its
     correction chain, so the chain's active fact (if any) is superseded by it; back in the index."""
@@ -447,7 +470,7 @@ def fact_restore(*, actor, fact: Fact) -> FactOutcome:
         current.changed_by = actor
         current.save(update_fields=["status", "superseded_by", "changed_by", "updated_at"])
     _unindex(current.room, displaced)
-    return FactOutcome(current, changed=True, notice=_index_now(current.room, [current]))
+    return FactOutcome(current, changed=True, notice=facts_index(current.room, [current]))
 
 
 def _finite_share(value: object, field: str) -> float:

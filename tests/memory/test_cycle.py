@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from memory import facts
+from memory import facts, index, selectors
 from memory.models import SHARED, Fact, MemoryTuning, RoomMemory, Summary, seat_scope
 from memory.services import catch_up as passes
 from memory.services import facts as fact_services
@@ -209,21 +209,47 @@ def test_each_cycle_cools_the_facts_nobody_recalled(room):
     assert Fact.objects.get(pk=unused.pk).heat == pytest.approx(0.81)
 
 
+def in_index(room, facts_: list[Fact]) -> set[int]:
+    """Which of these facts the room's vector index holds."""
+    ids = {index.fact_id(f.pk): f.pk for f in facts_}
+    return {ids[i] for i in index.stored_ids(selectors.reading_generation(room.host), "facts", list(ids))}
+
+
 def test_a_cycle_trims_the_least_important_unpinned_facts_restorably(room):
     MemoryTuning(pk=1, facts_max=10).save()
     story_room(room, 16)
     passes.catch_up(room.pk)
     pinned = make(room, "The lamp must never go out.", pinned=True, confidence=0.1)
+    yours = fact_services.fact_add_by_person(
+        actor=room.host, room=room, text="Maren is afraid of the dark.", category="trait", confidence=0.01
+    ).fact
     weak = [make(room, f"Someone may have seen a boat, number {n}.", confidence=0.01) for n in range(2)]
     for n in range(9):
         make(room, f"Harrow's ledger lists cargo number {n}.")
     add_story(room, 8)
     passes.catch_up(room.pk)
     assert len(active(room)) == 10
-    forgotten = Fact.objects.filter(room=room, status=Fact.Status.FORGOTTEN)
-    assert {f.pk for f in weak} <= {f.pk for f in forgotten} and pinned.pk not in {f.pk for f in forgotten}
+    forgotten = list(Fact.objects.filter(room=room, status=Fact.Status.FORGOTTEN))
+    assert {f.pk for f in weak} <= {f.pk for f in forgotten}
+    assert not {pinned.pk, yours.pk} & {f.pk for f in forgotten}  # a pin and a person's own fact stay
+    assert in_index(room, forgotten) == set()  # recall no longer finds what was trimmed
+    assert in_index(room, active(room)) == {f.pk for f in active(room)}
     fact_services.fact_restore(actor=room.host, fact=weak[0])  # soft: it comes back
     assert Fact.objects.get(pk=weak[0].pk).status == Fact.Status.ACTIVE
+    assert in_index(room, [weak[0]]) == {weak[0].pk}
+
+
+def test_every_fact_a_block_wrote_is_in_the_index_after_the_cycle(room, utility, fake_llm):
+    lamp = tool("create_fact", text="The lamp is lit.", category="event")
+    fake_llm.script(
+        SUMMARY, calls(create_vow(), lamp, tool("create_fact", text="Harrow owes a boat.", category="event"))
+    )
+    story_room(room, 16)
+    passes.catch_up(room.pk)
+    written = active(room)
+    assert sorted(f.text for f in written) == sorted([VOW, "The lamp is lit.", "Harrow owes a boat."])
+    assert in_index(room, written) == {f.pk for f in written}
+    assert all(f.indexed_hash == f.text_hash for f in written)
 
 
 def test_hot_facts_past_their_token_budget_turn_cold_but_stay(room):
