@@ -220,7 +220,7 @@ def fact_create(
     index_now: bool = True,
 ) -> FactOutcome:
     """Write a fact unless the same text was written in this room, scope and range before (then
-    return that one, `changed` False). `actor` is the person when `source` is "person". `index`
+    return that one, `changed` False). `actor` is the person when `source` is "person". `index_now`
     False leaves indexing to the caller (`facts_index`), which writes many facts at once."""
     text = clean_fact_text(text)
     values = {
