@@ -17,6 +17,7 @@ from orbchat.connections.models import Connection, ModelRoles
 from orbchat.connections.selectors import model_roles_get
 from orbchat.library.models import Persona, Preset, WorldBook, default_memory_template
 from orbchat.library.presets import DEFAULT_SAMPLERS, default_sections
+from orbchat.library.selectors import persona_default
 from orbchat.library.textformats import text_format_for
 from orbchat.library.worldtest import book_for_activation
 from orbchat.prompting import assemble, macros, textmode, worldinfo
@@ -363,6 +364,28 @@ def chat_connection(room: Room) -> Connection | None:
     return host_roles(room).chat
 
 
+def other_people(turn: TurnContext, *, user_name: str) -> list[assemble.PersonInfo]:
+    """Return the people in a shared room besides the one `turn` writes as: the host as the
+    room's persona and every active member as theirs (their default when they chose none), in
+    the order they joined. A room without members has none, so a solo prompt is unchanged."""
+    room = turn.room
+    members = list(
+        Member.objects.filter(room=room, state=Member.State.ACTIVE).select_related("persona", "user")
+    )
+    if not members:
+        return []
+    writer = turn.persona
+    people: list[assemble.PersonInfo] = []
+    everyone = [(room_persona(room), room.host)]
+    everyone += [(m.persona or persona_default(user=m.user), m.user) for m in members]
+    for persona, account in everyone:
+        name = persona.name if persona else account.get_username()
+        if (writer is not None and persona is not None and persona.pk == writer.pk) or name == user_name:
+            continue
+        people.append(assemble.PersonInfo(name=name, description=persona.description if persona else ""))
+    return people
+
+
 def prompt_input_for(
     *,
     turn: TurnContext,
@@ -456,6 +479,7 @@ def prompt_input_for(
         speaker=speaker_name,
         user_name=user_name,
         persona_description=persona.description if persona else "",
+        others=other_people(turn, user_name=user_name),
         world_info=inserts,
         authors_note=room.authors_note,
         authors_note_depth=room.authors_note_depth,

@@ -104,12 +104,23 @@ class WorldInsert:
 
 
 @dataclass(frozen=True)
+class PersonInfo:
+    """Another person in a shared room: the name they write as and their persona's description."""
+
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
 class PromptInput:
     sections: list[dict]  # preset sections in order (shape of orbchat.library.presets.section())
     characters: list[CardInfo]  # the cards in the prompt (solo: one)
     speaker: str  # the replying character's name ({{char}})
     user_name: str  # {{user}}
     persona_description: str = ""
+    # A shared room's other people: listed after the writer's own persona, each with {{user}} as
+    # their own name. Empty in a solo room, whose Persona section is the description alone.
+    others: Sequence[PersonInfo] = ()
     world_info: Sequence[WorldInsert] = ()
     authors_note: str = ""
     authors_note_depth: int = 4
@@ -340,7 +351,7 @@ class _Assembler:
             "char_description": self.char_description,
             "char_personality": self.char_personality,
             "scenario": self.scenario,
-            "persona": lambda: self.sub(self.inp.persona_description),
+            "persona": lambda: persona_text(self.inp, self.ctx),
             "memory": self.memory,
         }.get(marker)
         if builder:
@@ -513,6 +524,24 @@ def _inject(history: list[dict], injections: list[_Injection]) -> list[dict]:
         if index < size:
             block.append(history[index])
     return block
+
+
+def persona_text(inp: PromptInput, ctx: MacroContext) -> str:
+    """Return the Persona section's text: the writer's description, macros filled from `ctx`.
+
+    In a shared room every other person with a description follows as "Name: description", and
+    the writer's own leads as "Name: description" too, so the model can tell whose is whose.
+    {{user}} in another's description is that person's name; {{persona}} stays the writer's.
+    """
+    own = substitute(inp.persona_description, ctx)
+    others = [person for person in inp.others if person.description.strip()]
+    if not others:
+        return own
+    lines = [f"{ctx.user}: {own}"] if own.strip() else []
+    for person in others:
+        theirs = dataclasses.replace(ctx, user=person.name)
+        lines.append(f"{person.name}: {substitute(person.description, theirs)}")
+    return "\n".join(lines)
 
 
 def _speaking_card(inp: PromptInput) -> CardInfo:

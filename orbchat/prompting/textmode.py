@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from orbchat.prompting import instruct
-from orbchat.prompting.assemble import ORIGINAL_RE, Prompt, PromptInput, default_count_tokens
+from orbchat.prompting.assemble import ORIGINAL_RE, Prompt, PromptInput, default_count_tokens, persona_text
 from orbchat.prompting.macros import MacroContext, substitute
 from orbchat.prompting.worldinfo import Position
 
@@ -158,7 +158,7 @@ def story_fields(inp: PromptInput, fmt: TextFormat) -> instruct.StoryFields:
         description=_card_field(inp, "description"),
         personality=_card_field(inp, "personality"),
         scenario=_card_field(inp, "scenario"),
-        persona=inp.persona_description,
+        persona=persona_text(inp, _macro_context(inp)) if inp.others else inp.persona_description,
         wi_before=lore(Position.BEFORE_CHAR),
         wi_after=lore(Position.AFTER_CHAR),
         examples=examples,

@@ -12,6 +12,7 @@ from orbchat.prompting.assemble import (
     CardInfo,
     DepthPrompt,
     HistoryMessage,
+    PersonInfo,
     PromptInput,
     WorldInsert,
     assemble,
@@ -133,6 +134,30 @@ def test_empty_card_fields_add_nothing_but_are_reported():
 def test_persona_marker():
     assert only([marker("persona")], persona_description="{{user}} is a cartographer.") == [
         "Ada is a cartographer."
+    ]
+
+
+def test_a_shared_rooms_other_people_follow_the_writers_persona_each_as_themselves():
+    others = [
+        PersonInfo("Wren", "{{user}} hums while rowing."),
+        PersonInfo("Sable", ""),  # no description: nothing to tell the model
+        PersonInfo("Tam", "{{user}} trusts {{char}}."),
+    ]
+    assert only([marker("persona")], persona_description="{{user}} maps coasts.", others=others) == [
+        "Ada: Ada maps coasts.\nWren: Wren hums while rowing.\nTam: Tam trusts Maren."
+    ]
+
+
+def test_without_a_persona_of_their_own_the_writer_is_not_listed_but_the_others_are():
+    others = [PersonInfo("Wren", "A courier.")]
+    assert only([marker("persona")], others=others) == ["Wren: A courier."]
+    # {{persona}} is the writer's own description, whoever's text it is written in.
+    theirs = [PersonInfo("Wren", "Unlike {{persona}}")]
+    assert only([marker("persona")], others=theirs, persona_description="Ada.") == [
+        "Ada: Ada.\nWren: Unlike Ada."
+    ]
+    assert only([marker("persona")], others=[PersonInfo("Sable", " ")], persona_description="Ada.") == [
+        "Ada."
     ]
 
 

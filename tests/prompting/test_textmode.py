@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from orbchat.library.presets import default_sections
 from orbchat.prompting import formats
-from orbchat.prompting.assemble import CardInfo, HistoryMessage, PromptInput, WorldInsert, assemble
+from orbchat.prompting.assemble import (
+    CardInfo,
+    HistoryMessage,
+    PersonInfo,
+    PromptInput,
+    WorldInsert,
+    assemble,
+)
 from orbchat.prompting.instruct import Context, Instruct
 from orbchat.prompting.textmode import TextFormat, prepare, render
 from orbchat.prompting.worldinfo import Position
@@ -81,3 +88,12 @@ def test_the_budget_leaves_room_for_the_story_and_the_sequences():
     text = render(inp, prepared, prompt, CHATML).text
     assert 0 < prompt.history_dropped < 200
     assert len(text) // 4 + 1 <= 2000 - 200  # the default counter: a quarter of the characters
+
+
+def test_the_story_strings_persona_lists_a_shared_rooms_other_people():
+    shared = written(
+        turn(persona_description="{{user}} keeps the ledger.", others=[PersonInfo("Wren", "{{user}} rows.")])
+    )
+    assert "Sam: Sam keeps the ledger.\nWren: Wren rows." in shared
+    assert "Sam keeps the ledger." in written(turn(persona_description="{{user}} keeps the ledger."))
+    assert "Sam: Sam keeps" not in written(turn(persona_description="{{user}} keeps the ledger."))

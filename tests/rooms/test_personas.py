@@ -123,3 +123,45 @@ def test_a_members_draft_is_written_in_their_personas_voice(room, host, member, 
     text = "\n".join(m["content"] for m in plan.prompt.messages)
     assert "Write the next message as Wren" in text and "A courier who hums." in text
     assert prompting.TurnContext.of(room).as_writer(host).persona == host.personas.get(is_default=True)
+
+
+def persona_text(plan) -> str:
+    return "\n".join(m["content"] for m in plan.prompt.messages if m["role"] == "system")
+
+
+def test_the_hosts_prompt_describes_every_active_member_by_their_persona(room, host, member, connected):
+    wren = library_services.persona_create(owner=member, name="Wren", description="{{user}} rows the ferry.")
+    members.member_set_persona(room=room, user=member, persona=wren)
+    left = make_user(actor=host, username="left")
+    join(room, left)
+    library_services.persona_create(owner=left, name="Gone", description="Gone was here.", is_default=True)
+    members.member_kick(room=room, user_id=left.pk)
+    host_persona = host.personas.get(is_default=True)
+    library_services.persona_update(
+        persona=host_persona, name=host_persona.name, description="{{user}} keeps the light."
+    )
+    text = persona_text(prompting.plan_turn(turn=prompting.TurnContext.of(room), seat=room.seats.get()))
+    assert f"{host_persona.name}: {host_persona.name} keeps the light.\nWren: Wren rows the ferry." in text
+    assert "Gone was here." not in text
+
+
+def test_a_members_draft_lists_the_host_among_the_others(room, host, member, connected):
+    wren = library_services.persona_create(owner=member, name="Wren", description="A courier.")
+    members.member_set_persona(room=room, user=member, persona=wren)
+    host_persona = host.personas.get(is_default=True)
+    library_services.persona_update(
+        persona=host_persona, name=host_persona.name, description="The lighthouse keeper."
+    )
+    turn = prompting.TurnContext.of(room).as_writer(member)
+    text = persona_text(prompting.plan_turn(turn=turn, seat=room.seats.get(), mode="impersonate"))
+    assert f"Wren: A courier.\n{host_persona.name}: The lighthouse keeper." in text
+
+
+def test_a_room_without_members_keeps_the_persona_as_written(room, host, connected):
+    host_persona = host.personas.get(is_default=True)
+    library_services.persona_update(
+        persona=host_persona, name=host_persona.name, description="{{user}} keeps the light."
+    )
+    text = persona_text(prompting.plan_turn(turn=prompting.TurnContext.of(room), seat=room.seats.get()))
+    assert f"{host_persona.name} keeps the light." in text
+    assert f"{host_persona.name}: {host_persona.name} keeps" not in text
