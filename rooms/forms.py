@@ -62,8 +62,12 @@ class RoomSettingsForm(forms.Form):
         "members_see_memory",
     )
 
-    def __init__(self, *args, user, **kwargs) -> None:
+    def __init__(self, *args, user, remember_shown: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        # The settings page posts, beside each field, the value it showed: a save then changes
+        # only what was edited on the page, not what another tab changed after it was opened.
+        for field in self.fields.values():
+            field.show_hidden_initial = remember_shown
         self.fields["persona"].queryset = Persona.objects.filter(owner=user)
         self.fields["preset"].queryset = Preset.objects.filter(owner=user)
         self.fields["world_books"].queryset = WorldBook.objects.filter(owner=user)

@@ -242,11 +242,18 @@ def _settings_initial(room) -> dict:
 
 def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
     room = permissions.room_for_host(request.user, pk)
-    form = RoomSettingsForm(request.POST or None, user=request.user, initial=_settings_initial(room))
+    initial = _settings_initial(room)
+    form = RoomSettingsForm(request.POST or None, user=request.user, initial=initial, remember_shown=True)
     if request.method == "POST" and form.is_valid():
-        fields = dict(form.cleaned_data)
-        play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS}
-        services.room_update(room=room, settings={**room.settings, **RoomOptions(**play).to_json()}, **fields)
+        # What the page showed came back with it: only the fields edited here are saved. A post
+        # without those values (a script's) saves every field it holds.
+        shown = any(key.startswith(form.add_initial_prefix("")) for key in request.POST)
+        edited = form.changed_data if shown else list(form.cleaned_data)
+        fields = {name: form.cleaned_data[name] for name in edited}
+        play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS if name in fields}
+        if play:
+            fields["settings"] = {**room.settings, **replace(room_options(room), **play).to_json()}
+        services.room_update(room=room, **fields)
         messages.success(request, "Chat settings saved.")
         return redirect("rooms:room", pk=room.pk)
     context = {"room": room, "form": form, "memory": room_memory_status(room), "nav": "home"}

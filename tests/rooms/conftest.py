@@ -29,3 +29,10 @@ def connected(host, fake_llm):
     return connection_services.connection_create(
         owner=host, name="Fake", provider="local", model="fake-model", api_base=fake_llm.base_url
     )
+
+
+@pytest.fixture
+def signed_in(client, host):
+    """The test client, signed in as the host."""
+    client.force_login(host)
+    return client

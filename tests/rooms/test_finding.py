@@ -15,12 +15,6 @@ from tests.factories import make_user
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(client, host):
-    client.force_login(host)
-    return client
-
-
 def make_character(owner, name: str, greeting: str = ""):
     return library_services.character_create(owner=owner, card={"name": name, "first_mes": greeting})
 

@@ -27,12 +27,6 @@ def data_dir(settings, tmp_path):
     settings.DATA_DIR = tmp_path
 
 
-@pytest.fixture
-def signed_in(client, host):
-    client.force_login(host)
-    return client
-
-
 def imported_rooms(character):
     return Room.objects.filter(title=f"{character.name} (imported)")
 

@@ -17,12 +17,6 @@ from tests.factories import join, make_user
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(client, host):
-    client.force_login(host)
-    return client
-
-
 def chat_jsonl(*lines) -> bytes:
     header = {
         "user_name": "Ann",
