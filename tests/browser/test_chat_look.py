@@ -175,6 +175,31 @@ def test_the_action_bar_shows_on_hover_or_focus_and_the_rare_actions_sit_in_the_
     expect(fork).to_be_hidden()
 
 
+def overlaps(a: dict, b: dict) -> bool:
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+@pytest.mark.parametrize("size", ["desktop"])
+def test_in_a_narrow_window_with_a_mouse_the_action_bar_covers_no_words(tab, fake_llm, size):
+    page = tab
+    page.set_viewport_size(SIZES["phone"])  # a mouse that hovers, in a window a phone's width
+    open_room(page, group_room(fake_llm))
+    reply = page.locator("#messages > .message").last
+    reply.hover()
+    bar = reply.locator(".message-actions")
+    expect(bar).to_have_css("opacity", "1")
+    for words in (reply.locator(".message-head"), reply.locator(".text")):
+        assert not overlaps(bar.bounding_box(), words.bounding_box())
+    page.mouse.move(5, 5)
+    expect(bar).to_have_css("opacity", "0")
+    shot(page, "narrow-window-hover", "narrow")
+
+
 def test_arrow_keys_swipe_the_last_reply_and_escape_stops_a_streaming_one(tab, fake_llm, size):
     page = tab
     open_room(page, group_room(fake_llm))
