@@ -20,10 +20,10 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
-from memory import facts, manager
+from memory import facts, manager, prompts
 from memory.drafts import Line
 from memory.models import Fact, MemoryTuning, RoomMemory, Summary
-from memory.selectors import memory_on, message_lines
+from memory.selectors import memory_on, message_lines, tuning_get
 from memory.services import scene
 from memory.services.facts import (
     fact_correct,
@@ -333,7 +333,9 @@ def scene_note_refresh(room_id: int, *, on_text: OnText | None = None) -> bool:
         try:
             answer, _ = utility_call(
                 gateway.target_for(utility),
-                manager.scene_messages(lines, previous=previous),
+                manager.scene_messages(
+                    lines, previous=previous, template=prompts.custom(tuning_get().custom_prompts, "scene")
+                ),
                 on_text=on_text,
                 template=_template(utility),
                 timeout=UTILITY_TIMEOUT,

@@ -77,3 +77,20 @@ def test_scene_messages_show_the_note_so_far_and_the_latest_lines():
     previous = facts.SceneNote(where="the quay", who=("Maren",))
     user = manager.scene_messages(LINES, previous=previous)[1]["content"]
     assert "Where: the quay" in user and "#8 Maren: The ferry is late again." in user
+
+
+def test_the_scene_note_prompt_is_the_built_in_one_until_the_host_writes_their_own():
+    built_in = manager.scene_messages(LINES)
+    assert built_in[0]["role"] == "system" and built_in[0]["content"].startswith("You keep the scene note")
+    assert f"at most {facts.MAX_THREADS} open threads" in built_in[0]["content"]
+    assert "{{" not in built_in[0]["content"] + built_in[1]["content"]
+    own = "Note the scene in Spanish; at most {{threads}} threads.\n\n{{material}}"
+    messages = manager.scene_messages(LINES, template=own)
+    assert messages[0] == {
+        "role": "system",
+        "content": f"Note the scene in Spanish; at most {facts.MAX_THREADS} threads.",
+    }
+    assert (
+        messages[1]["content"].startswith("Latest messages:\n")
+        and "#8 Maren: The ferry is late again." in messages[1]["content"]
+    )

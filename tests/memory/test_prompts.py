@@ -10,7 +10,7 @@ import pytest
 
 from memory import prompts
 from memory.drafts import Draft, Line
-from memory.manager import manager_messages
+from memory.manager import manager_messages, scene_messages
 from memory.summarize import block_messages, rollup_messages
 
 # The requests the summariser sent before its prompts could be rewritten, for these inputs.
@@ -63,6 +63,10 @@ def test_the_built_in_text_given_as_a_template_is_the_built_in_prompt(kind):
         assert "Maren's own memory" in as_typed[0]["content"] and "{{" not in as_typed[0]["content"]
         user = as_typed[1]["content"]
         assert user.startswith("Facts kept:\n(none yet)\n\nDates: 12 Mar 2026\n\nTranscript:\n#")
+    elif kind == "scene":
+        as_typed = scene_messages(case["lines"], template=prompts.builtin(kind))
+        assert as_typed == scene_messages(case["lines"])
+        assert "{{" not in as_typed[0]["content"] and as_typed[1]["content"].startswith("Latest messages:\n#")
     else:
         as_typed = rollup_messages(CHILDREN, tier=2, pov="Ada", template=prompts.builtin(kind))
         assert as_typed == rollup_messages(CHILDREN, tier=2, pov="Ada")

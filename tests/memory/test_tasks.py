@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import channel_layers
 
 from memory import index, selectors, tasks
-from memory.models import Fact, RoomMemory, Summary
+from memory.models import Fact, MemoryTuning, RoomMemory, Summary
 from orbchat import redis
 from orbchat.celery import WORKER_NICE
 from orbchat.connections import services as connection_services
@@ -185,6 +185,20 @@ def test_a_reply_updates_the_scene_note_with_the_utility_model(room, host, fake_
     state = RoomMemory.objects.get(room=room)
     assert state.scene_note_source == "model" and state.scene_note == note
     assert "#5 " in fake_llm.requests[0].body["messages"][-1]["content"]
+
+
+def test_the_scene_note_is_asked_for_with_the_hosts_own_prompt(room, host, fake_llm, celery_worker):
+    set_utility(host, fake_llm)
+    MemoryTuning.objects.update_or_create(
+        pk=1, defaults={"custom_prompts": {"scene": "Track the scene, briefly.\n\n{{material}}"}}
+    )
+    fake_llm.script(Reply('{"where": "the quay", "who": [], "when": "", "open_threads": []}'))
+    story_room(room, 5)
+    finish_a_reply(room)
+    wait_for(lambda: RoomMemory.objects.filter(room=room, scene_note_seq=5).exists(), what="the scene note")
+    sent = fake_llm.requests[0].body["messages"]
+    assert sent[0] == {"role": "system", "content": "Track the scene, briefly."}
+    assert RoomMemory.objects.get(room=room).scene_note["where"] == "the quay"
 
 
 def test_a_memory_manager_answering_in_prose_saves_nothing_and_tells_the_host(
