@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from tests.browser.looks import SIZES
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
@@ -67,6 +69,12 @@ def csp_violations(csp_violations_seen):
     csp_violations_seen.clear()
     yield csp_violations_seen
     assert csp_violations_seen == [], "the Content-Security-Policy refused something on a page"
+
+
+@pytest.fixture(params=list(SIZES))
+def size(request) -> str:
+    """The width a test looks at a page with: each such test runs at both."""
+    return request.param
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ At desktop (1366×900) and phone (390×844) width, with screenshots for a review
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -17,19 +16,13 @@ from orbchat.connections import services as connection_services
 from orbchat.library import services as library_services
 from rooms import services
 from rooms.models import Message, Presence, Seat, Variant
+from tests.browser.looks import SCREENSHOTS, SIZES
 from tests.factories import PASSWORD, make_owner
 from tests.fakes.llm import Reply
 
 pytestmark = pytest.mark.browser
 
-SIZES = {"desktop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 SECOND = "Teague"
-
-
-@pytest.fixture(params=list(SIZES))
-def size(request) -> str:
-    return request.param
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from orbchat.connections import services as connection_services
 from rooms import members
 from rooms import services as room_services
 from rooms.models import Invite
-from tests.browser.test_reading import SCREENSHOTS
+from tests.browser.looks import SCREENSHOTS, SIZES
 from tests.browser.test_rooms import contexts, send, sign_in, socket_open  # noqa: F401 - fixtures
 from tests.factories import make_owner, make_user
 from tests.fakes.llm import Reply
@@ -25,8 +25,6 @@ from tests.memory.conftest import story_room
 from tests.memory.test_recall_facts import KEY_FACT, SCENE
 
 pytestmark = pytest.mark.browser
-
-SIZES = {"desktop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
 def room_with_a_fact(fake_llm):

@@ -5,7 +5,6 @@ Esc gives the composer back. Screenshots of the open drawer for a reviewer."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -15,20 +14,14 @@ from orbchat.accounts.models import User
 from orbchat.connections import services as connection_services
 from orbchat.library import services as library_services
 from rooms import services
+from tests.browser.looks import SCREENSHOTS, SIZES
 from tests.factories import PASSWORD, join, make_owner, make_user
 from tests.fakes.llm import Reply
 
 pytestmark = pytest.mark.browser
 
-SIZES = {"desktop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 KEEPER = "Ilse Varga"
 KEEPER_DESCRIPTION = "A lighthouse keeper who counts the ships that pass the point."
-
-
-@pytest.fixture(params=list(SIZES))
-def size(request) -> str:
-    return request.param
 
 
 @pytest.fixture

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-pytestmark = pytest.mark.browser
+from tests.browser.looks import SCREENSHOTS, SIZES
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
-SIZES = {"desktop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
+pytestmark = pytest.mark.browser
 
 
 def _shoot(page, name: str) -> None:

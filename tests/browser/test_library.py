@@ -1,16 +1,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.looks import SCREENSHOTS
 from tests.library.cards import lorebook, png_card, v2_card
 
 pytestmark = pytest.mark.browser
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 
 
 def test_import_a_card_and_see_its_greeting_and_lorebook(signed_in_page, tmp_path):

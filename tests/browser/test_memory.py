@@ -14,7 +14,7 @@ from orbchat.connections import services as connection_services
 from rooms import members
 from rooms import services as room_services
 from rooms.models import Invite
-from tests.browser.test_reading import SCREENSHOTS
+from tests.browser.looks import SCREENSHOTS
 from tests.browser.test_rooms import contexts, send, sign_in, socket_open  # noqa: F401 - fixtures
 from tests.factories import make_owner, make_user
 from tests.fakes.llm import Reply

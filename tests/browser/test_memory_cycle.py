@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 from memory.models import MemoryTuning, Summary
 from orbchat.connections import services as connection_services
 from rooms import services as room_services
-from tests.browser.test_reading import SIZES, shot
+from tests.browser.looks import SIZES
+from tests.browser.test_reading import shot
 from tests.browser.test_rooms import contexts, send, sign_in, socket_open  # noqa: F401 - fixtures
 from tests.factories import make_owner
 from tests.fakes.llm import Reply
@@ -24,11 +25,6 @@ ANSWER = (
     '{"heading": "Maren and the lamp", "facts": ["Maren keeps the light burning until the ferry comes.",'
     ' "The brass key has an anchor on it."], "keywords": ["lamp", "brass key"]}'
 )
-
-
-@pytest.fixture(params=list(SIZES))
-def size(request) -> str:
-    return request.param
 
 
 def ask_first_room(fake_llm):

@@ -5,7 +5,6 @@ screenshots for a reviewer."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -14,13 +13,13 @@ from playwright.sync_api import expect
 from memory.services import facts as fact_services
 from memory.services import scene
 from rooms import services as room_services
+from tests.browser.looks import SCREENSHOTS
 from tests.browser.test_rooms import contexts, sign_in  # noqa: F401 - fixtures
 from tests.factories import make_owner
 from tests.memory.conftest import story_room
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 KEY = "Maren keeps the brass key in the tide ledger."
 OLD = "The Traveller promised Maren to return by dawn."
 NEW = "The Traveller promised Maren to return before the storm."

@@ -15,7 +15,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_reading import SIZES, shot
+from tests.browser.looks import SIZES
+from tests.browser.test_reading import shot
 from tests.fakes.llm import Reply
 
 pytestmark = pytest.mark.browser

@@ -8,7 +8,8 @@ import pytest
 from playwright.sync_api import expect
 
 from memory.models import MemoryTuning
-from tests.browser.test_controls import SCREENSHOTS, size, tab  # noqa: F401 - fixtures
+from tests.browser.looks import SCREENSHOTS
+from tests.browser.test_controls import tab  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.browser
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -12,13 +11,12 @@ from playwright.sync_api import expect
 from memory.services import catch_up as passes
 from orbchat.connections import services as connection_services
 from rooms import services as room_services
+from tests.browser.looks import SCREENSHOTS
 from tests.browser.test_rooms import contexts, sign_in  # noqa: F401 - fixtures
 from tests.factories import make_owner
 from tests.memory.conftest import story_room
 
 pytestmark = pytest.mark.browser
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 
 
 def imported_then_connected(fake_llm):

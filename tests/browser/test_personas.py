@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from django.core.files.base import ContentFile
@@ -17,14 +16,13 @@ from playwright.sync_api import expect
 from orbchat.connections import services as connection_services
 from orbchat.library import services as library_services
 from rooms import services
+from tests.browser.looks import SCREENSHOTS, SIZES
 from tests.browser.test_rooms import send, sign_in, socket_open
 from tests.factories import join, make_owner, make_user
 from tests.fakes.llm import Reply
 
 pytestmark = pytest.mark.browser
 
-SIZES = {"desktop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 STREAM_TIMEOUT = 20000
 
 
@@ -76,11 +74,6 @@ def _shared_room(fake_llm):
         return room
     finally:
         connection.close()
-
-
-@pytest.fixture(params=list(SIZES))
-def size(request) -> str:
-    return request.param
 
 
 def test_the_host_sees_a_members_persona_name_and_picture_and_each_message_keeps_its_own(

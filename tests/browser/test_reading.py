@@ -5,7 +5,6 @@ messages as the reader scrolls up, keeping the view still. At desktop and phone 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -14,21 +13,15 @@ from bench import kit
 from orbchat.accounts.models import User
 from orbchat.connections import services as connection_services
 from rooms import services
+from tests.browser.looks import SCREENSHOTS, SIZES
 from tests.fakes.llm import Reply
 
 pytestmark = pytest.mark.browser
 
-SIZES = {"desktop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-results" / "screenshots"
 STREAM_TIMEOUT = 30000
 LONG_REPLY = "\n\n".join(
     f"Paragraph {i}: the tide hums against the rocks below the light." for i in range(14)
 )
-
-
-@pytest.fixture(params=list(SIZES))
-def size(request) -> str:
-    return request.param
 
 
 def open_room(page, fake_llm, size: str, *, history: int):
