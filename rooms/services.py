@@ -6,7 +6,8 @@ import copy
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import fields as dataclass_fields
 from typing import TypeVar
 
 from django.conf import settings
@@ -21,7 +22,7 @@ from orbchat.library.selectors import persona_default
 from orbchat.prompting import macros
 from rooms import events, signals, tokens
 from rooms.models import Member, Message, Presence, Room, Seat, Variant
-from rooms.options import RoomOptions
+from rooms.options import RoomOptions, room_options
 
 NARRATOR = "Narrator"  # speaker of a Narrator-mode message, which voices every character
 # A generation that has not written for this long is taken as dead (its process ended).
@@ -288,6 +289,16 @@ def room_update(*, room: Room, **fields) -> Room:
     if books is not None:
         room.world_books.set(books)
     return room
+
+
+def room_settings_update(*, room: Room, **fields) -> Room:
+    """Change the fields named, play options (`RoomOptions` names) among them; an option not
+    named keeps its value."""
+    names = {option.name for option in dataclass_fields(RoomOptions)}
+    play = {name: fields.pop(name) for name in list(fields) if name in names}
+    if play:
+        fields["settings"] = {**room.settings, **replace(room_options(room), **play).to_json()}
+    return room_update(room=room, **fields)
 
 
 @transaction.atomic

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import mimetypes
-from dataclasses import replace
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -249,11 +248,7 @@ def room_settings(request: HttpRequest, pk: int) -> HttpResponse:
         # without those values (a script's) saves every field it holds.
         shown = any(key.startswith(form.add_initial_prefix("")) for key in request.POST)
         edited = form.changed_data if shown else list(form.cleaned_data)
-        fields = {name: form.cleaned_data[name] for name in edited}
-        play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS if name in fields}
-        if play:
-            fields["settings"] = {**room.settings, **replace(room_options(room), **play).to_json()}
-        services.room_update(room=room, **fields)
+        services.room_settings_update(room=room, **{name: form.cleaned_data[name] for name in edited})
         messages.success(request, "Chat settings saved.")
         return redirect("rooms:room", pk=room.pk)
     context = {"room": room, "form": form, "memory": room_memory_status(room), "nav": "home"}
@@ -277,11 +272,7 @@ def room_controls(request: HttpRequest, pk: int) -> JsonResponse:
     if not form.is_valid():
         errors = {name: " ".join(problems) for name, problems in form.errors.items()}
         return JsonResponse({"errors": errors}, status=400)
-    fields = dict(form.cleaned_data)
-    play = {name: fields.pop(name) for name in RoomSettingsForm.PLAY_FIELDS if name in fields}
-    if play:
-        fields["settings"] = {**room.settings, **replace(room_options(room), **play).to_json()}
-    services.room_update(room=room, **fields)
+    services.room_settings_update(room=room, **form.cleaned_data)
     return JsonResponse({"saved": sorted(form.cleaned_data)})
 
 
