@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from django.db.models import F, Q
 
+from orbchat.accounts.models import User
 from orbchat.connections import gateway
 from orbchat.connections.models import Connection, ModelRoles
 from orbchat.connections.selectors import model_roles_get
@@ -54,6 +55,9 @@ class TurnContext:
 
     room: Room
     persona: Persona | None
+    # Who writes when it is not the host (a member's draft): the account a persona-less writer is
+    # named after. None: the host.
+    account: User | None = None
 
     @classmethod
     def read(cls, room_id: int) -> TurnContext:
@@ -75,7 +79,14 @@ class TurnContext:
         """This context with `user`'s persona as {{user}}: for a draft written in their voice."""
         if user.pk == self.room.host_id:
             return self
-        return replace(self, persona=user_persona(self.room, user))
+        return replace(self, persona=user_persona(self.room, user), account=user)
+
+    @property
+    def user_name(self) -> str:
+        """{{user}}: the writer's persona's name, or else their account's name."""
+        if self.persona is not None:
+            return self.persona.name
+        return (self.account or self.room.host).get_username()
 
 
 @dataclass
@@ -416,7 +427,7 @@ def prompt_input_for(
     options = room_options(room)
     seats = seats if seats is not None else list(seated(room))
     persona = turn.persona
-    user_name = persona.name if persona else room.host.get_username()
+    user_name = turn.user_name
     history = _history_tail(room, budget=context_size - max_tokens, exclude_message_id=exclude_message_id)
     if draft is not None:
         history.append(

@@ -125,6 +125,15 @@ def test_a_members_draft_is_written_in_their_personas_voice(room, host, member, 
     assert prompting.TurnContext.of(room).as_writer(host).persona == host.personas.get(is_default=True)
 
 
+def test_a_member_without_any_persona_drafts_under_their_own_name(room, host, member, connected):
+    member.personas.all().delete()  # an account can be without any
+    turn = prompting.TurnContext.of(room).as_writer(member)
+    plan = prompting.plan_turn(turn=turn, seat=room.seats.get(), mode="impersonate")
+    text = "\n".join(m["content"] for m in plan.prompt.messages)
+    assert "Write the next message as member" in text
+    assert f"Write the next message as {host.get_username()}" not in text
+
+
 def persona_text(plan) -> str:
     return "\n".join(m["content"] for m in plan.prompt.messages if m["role"] == "system")
 
