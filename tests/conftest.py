@@ -140,6 +140,17 @@ def celery_worker(service_dir, child_env):
     process.stop()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item):
+    """Let the worker finish what a test set going before that test's fixtures are torn down.
+
+    Otherwise the teardown's database flush can meet a memory cycle still writing (PostgreSQL
+    then deadlocks) and the fake provider can stop under a call still in flight.
+    """
+    if "celery_worker" in getattr(item, "fixturenames", ()):
+        services.wait_worker_idle()
+
+
 @pytest.fixture(scope="session")
 def live_site(service_dir, child_env):
     """A real daphne server (HTTP + websockets) on the test database; its base URL."""

@@ -127,6 +127,34 @@ def start_chroma(tmp: Path) -> tuple[Process, str]:
     return process, url
 
 
+def worker_name(queues: str = "memory,default") -> str:
+    return f"{queues.replace(',', '-')}@{socket.gethostname()}"
+
+
+def wait_worker_idle(queues: str = "memory,default", *, timeout: float = 60) -> None:
+    """Wait until the worker on `queues` has nothing queued, running, reserved or scheduled.
+
+    A solo-pool worker answers control commands only between tasks, so an answer with empty lists
+    means the task a test set going has finished (and committed) before the test's database goes.
+    """
+    from orbchat.celery import app
+
+    name = worker_name(queues)
+
+    def idle() -> bool:
+        with app.connection_for_read() as connection:
+            client = connection.default_channel.client
+            if any(client.llen(queue) for queue in queues.split(",")):
+                return False
+        inspect = app.control.inspect(destination=[name], timeout=1)
+        for listing in (inspect.active(), inspect.reserved(), inspect.scheduled()):
+            if listing is None or listing.get(name):
+                return False
+        return True
+
+    wait_until(idle, timeout=timeout, what="the celery worker to finish its tasks")
+
+
 def start_worker(tmp: Path, env: dict[str, str], *, queues: str = "memory,default") -> Process:
     from orbchat.celery import app
 
@@ -149,9 +177,7 @@ def start_worker(tmp: Path, env: dict[str, str], *, queues: str = "memory,defaul
         log_dir=tmp,
         env=env,
     )
-    import socket
-
-    name = f"{queues.replace(',', '-')}@{socket.gethostname()}"
+    name = worker_name(queues)
     wait_until(
         lambda: bool(app.control.ping(destination=[name], timeout=1)),
         timeout=90,

@@ -138,7 +138,8 @@ class FakeLLM:
             self.requests.append(received)
 
     def start(self) -> FakeLLM:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: `shutdown()` waits up to one poll interval, and most tests stop a server.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self
 
