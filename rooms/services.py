@@ -291,12 +291,18 @@ def room_update(*, room: Room, **fields) -> Room:
     return room
 
 
+@transaction.atomic
 def room_settings_update(*, room: Room, **fields) -> Room:
     """Change the fields named, play options (`RoomOptions` names) among them; an option not
-    named keeps its value."""
+    named keeps its value.
+
+    The options are merged into the settings as stored now, read under the row's lock: two tabs
+    saving different options at the same instant both keep theirs.
+    """
     names = {option.name for option in dataclass_fields(RoomOptions)}
     play = {name: fields.pop(name) for name in list(fields) if name in names}
     if play:
+        room.settings = Room.objects.select_for_update().values_list("settings", flat=True).get(pk=room.pk)
         fields["settings"] = {**room.settings, **replace(room_options(room), **play).to_json()}
     return room_update(room=room, **fields)
 

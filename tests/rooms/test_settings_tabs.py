@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from django.urls import reverse
 
+from rooms import services
 from rooms.models import Room
 from rooms.options import room_options
 
@@ -111,3 +112,12 @@ def test_an_untouched_page_saved_changes_nothing(signed_in, room):
         == 302
     )
     assert Room.objects.filter(pk=room.pk).values().get() == before
+
+
+def test_two_option_saves_from_rooms_read_before_either_both_keep_theirs(room):
+    """As two tabs' chat controls post at the same instant: each request read the room first."""
+    first, second = Room.objects.get(pk=room.pk), Room.objects.get(pk=room.pk)
+    services.room_settings_update(room=first, turn_order="list")
+    services.room_settings_update(room=second, members_see_memory=True)
+    options = room_options(Room.objects.get(pk=room.pk))
+    assert options.turn_order == "list" and options.members_see_memory
