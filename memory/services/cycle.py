@@ -31,7 +31,6 @@ from memory.services.facts import (
     fact_forget,
     fact_pin,
     facts_forget_trimmed,
-    facts_index,
     facts_set_heat,
 )
 from memory.services.person import MemoryRefused
@@ -102,12 +101,12 @@ def _known(room: Room, scope: str) -> list[manager.Known]:
     ]
 
 
-def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> Fact | None:
-    """Apply one operation (a person's fact is left alone); return the fact it wrote, a new one or
-    a correction, whose indexing is left to the caller."""
+def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> None:
+    """Apply one operation (a person's fact is left alone); a fact it writes, new or a correction,
+    is left for the catch-up's index step."""
     draft = operation.draft
     if operation.kind == "create":
-        outcome = fact_create(
+        fact_create(
             room=room,
             scope=scope,
             text=draft.text,
@@ -119,12 +118,12 @@ def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> F
             source=source,
             index_now=False,
         )
-        return outcome.fact if outcome.changed else None
+        return
     fact = Fact.objects.filter(room=room, scope=scope, pk=operation.target).first()
     if fact is None:
-        return None
+        return
     if operation.kind == "update":
-        outcome = fact_correct(
+        fact_correct(
             fact=fact,
             text=draft.text,
             source=source,
@@ -135,12 +134,10 @@ def _apply(room: Room, scope: str, operation: facts.Operation, source: str) -> F
             last_seq=draft.last_seq,
             index_now=False,
         )
-        return outcome.fact if outcome.changed else None
-    if operation.kind == "delete":
+    elif operation.kind == "delete":
         fact_forget(fact=fact)
     else:
         fact_pin(fact=fact)
-    return None
 
 
 @dataclass
@@ -244,24 +241,16 @@ class FactsCycle:
             current = Summary.objects.select_for_update().filter(pk=summary.pk).first()
             if current is None or current.stale or current.input_hash != summary.input_hash:
                 return  # its messages changed meanwhile: the next run reads the block again
-            written = []
             for operation in operations:
                 try:
-                    fact = _apply(self.room, scope, operation, source)
+                    _apply(self.room, scope, operation, source)
                 except MemoryRefused as exc:
                     self.problems.append(f"a fact was not saved: {exc}")
-                    continue
-                if fact is not None:
-                    written.append(fact)
             current.manager_hash = current.input_hash
             current.save(update_fields=["manager_hash"])
-        # The block's facts are embedded together, once they are committed. If that fails they
-        # stay unindexed and the next catch-up indexes them.
-        if written:  # re-read: a later operation of the block may have replaced one
-            facts_index(
-                self.room,
-                list(Fact.objects.filter(pk__in=[f.pk for f in written], status=Fact.Status.ACTIVE)),
-            )
+        # The facts written are left unindexed: the catch-up's index step, right after the cycle,
+        # embeds every block's together in the index's batches (`index_facts`), one call for
+        # dozens of blocks where a call per block cost a backfill a Chroma round trip each.
         self.managed += 1
 
     def finish(self, tuning: MemoryTuning) -> int:

@@ -130,11 +130,12 @@ def upsert_facts_into(generation, batch: list[Fact], *, required: bool) -> None:
 
 def facts_indexed(facts: list[Fact]) -> None:
     """Record that these facts' texts are in the index (unless their text or status moved on)."""
-    for fact in facts:
-        digest = index.text_hash(fact.text)
-        Fact.objects.filter(pk=fact.pk, text=fact.text, status=Fact.Status.ACTIVE).update(
-            text_hash=digest, indexed_hash=digest
-        )
+    with transaction.atomic():  # one commit for the batch
+        for fact in facts:
+            digest = index.text_hash(fact.text)
+            Fact.objects.filter(pk=fact.pk, text=fact.text, status=Fact.Status.ACTIVE).update(
+                text_hash=digest, indexed_hash=digest
+            )
 
 
 def index_facts(room: Room, *, generations: list[VectorIndex]) -> int:
