@@ -84,9 +84,7 @@ class TurnContext:
     @property
     def user_name(self) -> str:
         """{{user}}: the writer's persona's name, or else their account's name."""
-        if self.persona is not None:
-            return self.persona.name
-        return (self.account or self.room.host).get_username()
+        return Writer.of(self.account or self.room.host, self.persona).name
 
 
 @dataclass
@@ -390,7 +388,7 @@ def other_people(turn: TurnContext, *, user_name: str) -> list[assemble.PersonIn
     everyone = [(room_persona(room), room.host)]
     everyone += [(m.persona or persona_default(user=m.user), m.user) for m in members]
     for persona, account in everyone:
-        name = persona.name if persona else account.get_username()
+        name = Writer.of(account, persona).name
         if (writer is not None and persona is not None and persona.pk == writer.pk) or name == user_name:
             continue
         people.append(assemble.PersonInfo(name=name, description=persona.description if persona else ""))
